@@ -1,0 +1,45 @@
+// The API layer: validate once, pick an engine, run.
+#include "core/plan.h"
+#include "core/problem.h"
+#include "core/validate.h"
+#include "cpu/engines.h"
+#include "mxattn/attention.h"
+#include "mxattn/combine.h"
+
+namespace mxattn {
+
+Status validate(const AttentionArgs& args) {
+  core::Problem p;
+  return core::validate_problem(args, &p);
+}
+
+Status attention(const AttentionArgs& args, const RunOptions& options) {
+  core::Problem p;
+  if (Status st = core::validate_problem(args, &p); !st) return st;
+  switch (options.engine) {
+    case Engine::cuda:
+      return Status::unsupported("engine: the CUDA engine is not built into this entry point yet");
+    case Engine::cpu_reference: {
+      const core::SplitParams split = core::resolve_split(p, cpu::kTileM, cpu::kTileN);
+      if (Status st = core::validate_partial_slots(args, core::partial_slots(p, split)); !st) return st;
+      cpu::run_reference(p, split);
+      return Status::ok();
+    }
+    case Engine::automatic:
+    case Engine::cpu_fast: {
+      const core::SplitParams split = core::resolve_split(p, cpu::kTileM, cpu::kTileN);
+      if (Status st = core::validate_partial_slots(args, core::partial_slots(p, split)); !st) return st;
+      cpu::run_fast(p, split, options.threads);
+      return Status::ok();
+    }
+  }
+  return Status::invalid("engine: unknown engine");
+}
+
+Status combine(const CombineArgs& args, const RunOptions& options) {
+  if (Status st = core::validate_combine(args); !st) return st;
+  cpu::run_combine(args, options.threads);
+  return Status::ok();
+}
+
+}  // namespace mxattn

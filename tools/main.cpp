@@ -1,0 +1,3 @@
+// STUB: the mxattn command line (being written).
+#include <cstdio>
+int main() { std::puts("mxattn"); return 0; }
