@@ -1,3 +1,56 @@
-// STUB: the mxattn command line (being written).
-#include <cstdio>
-int main() { std::puts("mxattn"); return 0; }
+// `mxattn VERB [arguments]`: dispatches to the verbs of verbs.h.
+#include <iomanip>
+#include <iostream>
+#include <string_view>
+
+#include "cli.h"
+#include "verbs.h"
+
+namespace {
+
+struct Verb {
+  std::string_view name;
+  int (*run)(int argc, char** argv);
+  std::string_view summary;
+};
+
+constexpr Verb kVerbs[] = {
+    {"run", mxattn::tools::verb_run,
+     "run one attention problem, timed and verified against the reference"},
+    {"plan", mxattn::tools::verb_plan, "print the split-KV partition of a problem"},
+    {"quant", mxattn::tools::verb_quant, "quantize a .npy tensor to an MX format"},
+    {"dequant", mxattn::tools::verb_dequant, "dequantize the files written by quant to a .npy"},
+    {"formats", mxattn::tools::verb_formats, "print the range and precision of each MX format"},
+};
+
+void print_help(std::ostream& out) {
+  out << "usage: mxattn VERB [arguments]    (mxattn VERB --help for a verb's arguments)\n\n"
+      << "Exact multi-head attention over plain and OCP MX microscaled inputs.\n\nverbs:\n";
+  for (const Verb& verb : kVerbs) {
+    out << "  " << std::left << std::setw(10) << verb.name << verb.summary << "\n";
+  }
+  out << "\n  --help     print this help\n  --version  print the version\n";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    print_help(std::cerr);
+    return mxattn::tools::kExitUsage;
+  }
+  const std::string_view first = argv[1];
+  if (first == "--help" || first == "-h" || first == "help") {
+    print_help(std::cout);
+    return mxattn::tools::kExitOk;
+  }
+  if (first == "--version") {
+    std::cout << "mxattn " << MXATTN_VERSION << "\n";
+    return mxattn::tools::kExitOk;
+  }
+  for (const Verb& verb : kVerbs) {
+    if (verb.name == first) return verb.run(argc - 1, argv + 1);
+  }
+  std::cerr << "mxattn: unknown verb '" << first << "' (see mxattn --help)\n";
+  return mxattn::tools::kExitUsage;
+}

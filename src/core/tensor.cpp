@@ -1,5 +1,7 @@
 #include "mxattn/tensor.h"
 
+#include <cstdint>
+
 namespace mxattn {
 
 int64_t TensorView::numel() const {
@@ -19,10 +21,11 @@ std::string TensorView::shape_string() const {
 }
 
 void set_contiguous_strides(TensorView& v) {
+  // A shape whose size overflows gets saturated strides; bytes_needed then reports the overflow.
   int64_t stride = 1;
   for (int i = v.rank - 1; i >= 0; --i) {
     v.stride[i] = stride;
-    stride *= v.shape[i];
+    if (i > 0 && __builtin_mul_overflow(stride, v.shape[i], &stride)) stride = INT64_MAX;
   }
 }
 
@@ -48,10 +51,14 @@ std::optional<int64_t> contiguous_bytes(DType dtype, int64_t numel) {
 
 std::optional<int64_t> bytes_needed(const TensorView& v) {
   if (v.rank <= 0 || v.rank > kMaxRank) return v.rank == 0 ? std::optional<int64_t>(0) : std::nullopt;
-  int64_t last = 0;  // element offset of the farthest element
+  bool empty = false;
   for (int i = 0; i < v.rank; ++i) {
     if (v.shape[i] < 0 || v.stride[i] < 0) return std::nullopt;
-    if (v.shape[i] == 0) return 0;
+    empty = empty || v.shape[i] == 0;
+  }
+  if (empty) return 0;
+  int64_t last = 0;  // element offset of the farthest element
+  for (int i = 0; i < v.rank; ++i) {
     int64_t span;
     if (__builtin_mul_overflow(v.shape[i] - 1, v.stride[i], &span) ||
         __builtin_add_overflow(last, span, &last)) {

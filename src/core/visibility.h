@@ -22,8 +22,9 @@ struct Visibility {
   MXATTN_HD constexpr int64_t hi(int64_t i) const {
     return causal ? min64(last, i + offset) : last;
   }
+  // The window trails the causal diagonal i + offset even where that lies past `last` (SPEC 2.3).
   MXATTN_HD constexpr int64_t lo(int64_t i) const {
-    return window < 0 ? 0 : max64(0, hi(i) - window);
+    return window < 0 ? 0 : max64(0, (causal ? i + offset : last) - window);
   }
   MXATTN_HD constexpr bool visible(int64_t i, int64_t j) const { return j >= lo(i) && j <= hi(i); }
   MXATTN_HD constexpr bool row_empty(int64_t i) const { return hi(i) < lo(i); }

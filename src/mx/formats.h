@@ -1,5 +1,6 @@
 // SPEC 5: the MX element codecs (E4M3, E5M2, E2M3, E3M2, E2M1), the E8M0 scale, the block scale
-// exponent and the FP6/FP4 packing. The one definition used by quantizers, every engine and the CLI.
+// exponent and the FP6/FP4 packing. The one definition used by quantizers, every engine and the
+// CLI.
 #pragma once
 
 #include <cmath>
@@ -16,8 +17,8 @@ struct FormatInfo {
   int ebits = 0;
   int mbits = 0;
   int bias = 0;
-  int emax = 0;          // exponent of the largest normal (emax_elem of SPEC 5)
-  float max_value = 0;   // largest finite magnitude
+  int emax = 0;               // exponent of the largest normal (emax_elem of SPEC 5)
+  float max_value = 0;        // largest finite magnitude
   bool ieee_special = false;  // E5M2: exponent all ones is Inf/NaN
   bool nan_code = false;      // E4M3: S.1111.111 is NaN
 };
@@ -138,6 +139,41 @@ MXATTN_HD inline int scale_exponent(DType t, float amax, ScaleMode mode) {
     if (double(amax) > double(f.max_value) * ldexp(1.0, e)) ++e;
   }
   return e < -127 ? -127 : (e > 127 ? 127 : e);
+}
+
+// FP6 and FP4 have no NaN or Inf code: a block holding a non-finite value carries this scale
+// instead.
+inline constexpr uint8_t kNanScale = 0xff;
+
+MXATTN_HD constexpr bool has_nonfinite_codes(DType t) {
+  return format_info(t).ieee_special || format_info(t).nan_code;
+}
+
+// Quantizes one block of `count` <= 32 values (SPEC 5): writes `count` element codes and returns
+// the E8M0 scale byte. amax is taken over the finite values; where the format has no NaN code, a
+// non-finite value makes the whole block NaN (scale kNanScale, zero codes).
+MXATTN_HD inline uint8_t quantize_block(DType t, const float* x, int count, ScaleMode mode,
+                                        uint8_t* codes) {
+  float amax = 0.0f;
+  bool nonfinite = false;
+  for (int i = 0; i < count; ++i) {
+    const uint32_t a_bits = core::float_bits(x[i]) & 0x7fffffffu;
+    if (a_bits >= 0x7f800000u) {
+      nonfinite = true;
+    } else if (core::bits_float(a_bits) > amax) {
+      amax = core::bits_float(a_bits);
+    }
+  }
+  if (nonfinite && !has_nonfinite_codes(t)) {
+    for (int i = 0; i < count; ++i) codes[i] = 0;
+    return kNanScale;
+  }
+  const int e = scale_exponent(t, amax, mode);
+  // 2^-e is a normal or subnormal f32 for e in [-127, 127], so the product is exact unless it falls
+  // below f32's normal range, where every format rounds it to zero anyway.
+  const float inverse_scale = exp2i(-e);
+  for (int i = 0; i < count; ++i) codes[i] = encode(t, x[i] * inverse_scale);
+  return uint8_t(e + 127);
 }
 
 // Element k of a packed row of codes (FP8: byte k; FP6: bits [6k, 6k + 6) of the little-endian

@@ -1,0 +1,396 @@
+// The fast CPU engine against this machine's own ceilings: the f32 FMA peak (from the clock a tight
+// FMA loop runs at) for prefill, and the bandwidth of a streaming read for decode. Prints a table
+// and, with --json FILE, writes the same numbers as JSON.
+//
+//   mxattn_bench_cpu [--threads N] [--reps N] [--isa portable|avx2|avx512] [--case TEXT]
+//                    [--json FILE]
+// --case runs only the cases whose name contains TEXT.
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+#include "core/float16.h"
+#include "core/host_tensor.h"
+#include "core/plan.h"
+#include "core/problem.h"
+#include "cpu/engines.h"
+#include "cpu/fast.h"
+#include "mxattn/attention.h"
+#include "mxattn/mx.h"
+
+namespace {
+
+using mxattn::DType;
+using mxattn::core::HostTensor;
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// ---- Ceilings ----
+
+// Dependent FMAs retire one per FMA latency (4 cycles on every AVX-512 core since Skylake-SP),
+// so a chain of them measures the clock the FMA units run at under this load.
+constexpr double kFmaLatencyCycles = 4.0;
+constexpr int64_t kChainLength = 200'000'000;
+
+#if defined(__x86_64__)
+__attribute__((target("avx2,fma"))) double fma_chain_seconds() {
+  __m256 x = _mm256_set1_ps(1.0f);
+  const __m256 a = _mm256_set1_ps(0.999999f), b = _mm256_set1_ps(1e-7f);
+  const auto t0 = Clock::now();
+  for (int64_t i = 0; i < kChainLength; ++i) x = _mm256_fmadd_ps(x, a, b);
+  const double t = seconds_since(t0);
+  volatile float sink = _mm256_cvtss_f32(x);
+  (void)sink;
+  return t;
+}
+
+// Twelve independent chains of 512-bit FMAs: enough to fill both FMA pipes. Named variables, not
+// an array, so the empty asm keeps them in registers instead of forcing stores.
+__attribute__((target("avx512f"))) double fma_throughput_flops(int64_t iterations) {
+  const __m512 a = _mm512_set1_ps(0.999999f), b = _mm512_set1_ps(1e-7f);
+  __m512 x0 = b, x1 = b, x2 = b, x3 = b, x4 = b, x5 = b, x6 = b, x7 = b, x8 = b, x9 = b, x10 = b,
+         x11 = b;
+  const auto t0 = Clock::now();
+  for (int64_t i = 0; i < iterations; ++i) {
+    x0 = _mm512_fmadd_ps(x0, a, b);
+    x1 = _mm512_fmadd_ps(x1, a, b);
+    x2 = _mm512_fmadd_ps(x2, a, b);
+    x3 = _mm512_fmadd_ps(x3, a, b);
+    x4 = _mm512_fmadd_ps(x4, a, b);
+    x5 = _mm512_fmadd_ps(x5, a, b);
+    x6 = _mm512_fmadd_ps(x6, a, b);
+    x7 = _mm512_fmadd_ps(x7, a, b);
+    x8 = _mm512_fmadd_ps(x8, a, b);
+    x9 = _mm512_fmadd_ps(x9, a, b);
+    x10 = _mm512_fmadd_ps(x10, a, b);
+    x11 = _mm512_fmadd_ps(x11, a, b);
+    __asm__ volatile("" : "+v"(x0), "+v"(x1), "+v"(x2), "+v"(x3), "+v"(x4), "+v"(x5), "+v"(x6),
+                     "+v"(x7), "+v"(x8), "+v"(x9), "+v"(x10), "+v"(x11));
+  }
+  const double t = seconds_since(t0);
+  volatile float sink = _mm512_cvtss_f32(x0);
+  (void)sink;
+  return double(iterations) * 12 * 16 * 2 / t;
+}
+#endif
+
+struct Ceilings {
+  int threads = 0;
+  double clock_ghz = 0;
+  int fma_units = 2;
+  int lanes = 16;
+  double peak_gflops = 0;      // threads x units x lanes x 2 x clock
+  double measured_gflops = 0;  // the 512-bit FMA loop on every thread
+  double stream_gbs = 0;
+  int64_t stream_bytes = 0;
+};
+
+Ceilings measure_ceilings(int threads) {
+  Ceilings c;
+  c.threads = threads;
+#if defined(__x86_64__)
+  const bool avx512 = __builtin_cpu_supports("avx512f");
+  c.lanes = avx512 ? 16 : 8;
+  double clock_sum = 0, flops = 0;
+#pragma omp parallel num_threads(threads) reduction(+ : clock_sum, flops)
+  {
+    clock_sum += kFmaLatencyCycles * double(kChainLength) / fma_chain_seconds() / 1e9;
+#pragma omp barrier
+    if (avx512) flops += fma_throughput_flops(100'000'000);
+  }
+  c.clock_ghz = clock_sum / threads;
+  c.measured_gflops = flops / 1e9;
+#endif
+  c.peak_gflops = threads * c.fma_units * c.lanes * 2 * c.clock_ghz;
+
+  // Streaming read of 1 GiB, larger than any cache, by every thread at once; the best of five.
+  c.stream_bytes = int64_t(1) << 30;
+  const int64_t words = c.stream_bytes / 8;
+  std::unique_ptr<uint64_t[]> buffer(new uint64_t[size_t(words)]);
+#pragma omp parallel for num_threads(threads) schedule(static)
+  for (int64_t i = 0; i < words; ++i) buffer[size_t(i)] = uint64_t(i);
+  for (int rep = 0; rep < 5; ++rep) {
+    uint64_t total = 0;
+    const auto t0 = Clock::now();
+#pragma omp parallel for num_threads(threads) schedule(static) reduction(+ : total)
+    for (int64_t i = 0; i < words; i += 8) {
+      uint64_t s = 0;
+      for (int k = 0; k < 8; ++k) s += buffer[size_t(i + k)];
+      total += s;
+    }
+    const double t = seconds_since(t0);
+    volatile uint64_t sink = total;
+    (void)sink;
+    c.stream_gbs = std::max(c.stream_gbs, double(c.stream_bytes) / t / 1e9);
+  }
+  return c;
+}
+
+// ---- Problems ----
+
+std::mt19937 rng(2024);
+
+// A contiguous tensor of `dtype` holding N(0, 1) values.
+HostTensor random_tensor(DType dtype, std::initializer_list<int64_t> shape) {
+  HostTensor t(dtype, shape);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (int64_t i = 0; i < t.numel(); ++i) mxattn::core::store_float(t.view(), i, normal(rng));
+  return t;
+}
+
+struct Case {
+  std::string name;
+  std::string kind;  // "prefill" (compute-bound) or "decode" (memory-bound)
+  int64_t batch = 1, seq_q = 0, seq_k = 0, heads_q = 0, heads_kv = 0, dim = 128;
+  DType q_type = DType::f32, kv_type = DType::f32;
+  mxattn::Causal causal = mxattn::Causal::none;
+};
+
+// One KV cache (and its MX scales) of a case.
+struct KvCache {
+  HostTensor k, v, k_scales, v_scales;
+};
+
+// Replaces f32 `t` by its MX codes of `dtype`, with E8M0 scales along the head dim.
+void quantize_in_place(HostTensor& t, HostTensor& scales, DType dtype) {
+  const mxattn::TensorView& v = t.view();
+  HostTensor codes(dtype, {v.shape[0], v.shape[1], v.shape[2], v.shape[3]});
+  scales = HostTensor(DType::e8m0, {v.shape[0], v.shape[1], v.shape[2], v.shape[3] / 32});
+  if (!mxattn::quantize(v, codes.view(), scales.view(), 3, mxattn::ScaleMode::floor)) {
+    std::cerr << "quantize failed\n";
+    std::exit(1);
+  }
+  t = std::move(codes);
+}
+
+KvCache make_cache(const Case& c) {
+  KvCache kv;
+  const bool mx = mxattn::is_mx(c.kv_type);
+  kv.k = random_tensor(mx ? DType::f32 : c.kv_type, {c.batch, c.seq_k, c.heads_kv, c.dim});
+  kv.v = random_tensor(mx ? DType::f32 : c.kv_type, {c.batch, c.seq_k, c.heads_kv, c.dim});
+  if (mx) {
+    quantize_in_place(kv.k, kv.k_scales, c.kv_type);
+    quantize_in_place(kv.v, kv.v_scales, c.kv_type);
+  }
+  return kv;
+}
+
+int64_t cache_bytes(const KvCache& kv) {
+  return kv.k.bytes() + kv.v.bytes() + kv.k_scales.bytes() + kv.v_scales.bytes();
+}
+
+// Query-key pairs that are visible (causal counts the lower triangle of a square problem).
+double visible_pairs(const Case& c) {
+  const double rows = double(c.batch * c.heads_q);
+  if (c.causal == mxattn::Causal::none) return rows * double(c.seq_q) * double(c.seq_k);
+  double pairs = 0;
+  for (int64_t i = 0; i < c.seq_q; ++i) pairs += double(std::min(c.seq_k, i + 1));
+  return rows * pairs;
+}
+
+struct Result {
+  Case c;
+  double best_ms = 0, median_ms = 0;
+  double gflops = 0, gbs = 0;
+  double percent_of_ceiling = 0;
+  int64_t bytes = 0;
+};
+
+Result run_case(const Case& c, mxattn::cpu::SimdIsa isa, int threads, int reps,
+                const Ceilings& ceilings) {
+  HostTensor q = random_tensor(c.q_type, {c.batch, c.seq_q, c.heads_q, c.dim});
+  HostTensor o(c.q_type == DType::f32 ? DType::f32 : DType::bf16,
+               {c.batch, c.seq_q, c.heads_q, c.dim});
+  // Decode reads a KV cache bigger than the work of one call: cycle through enough copies that
+  // every call reads memory, not a cache left warm by the previous one.
+  std::vector<KvCache> caches;
+  caches.push_back(make_cache(c));
+  const int64_t one = cache_bytes(caches[0]);
+  if (c.kind == "decode") {
+    while (int64_t(caches.size()) * one < (int64_t(1) << 30)) caches.push_back(make_cache(c));
+  }
+
+  std::vector<double> ms;
+  for (int rep = 0; rep < reps + 1; ++rep) {
+    const KvCache& kv = caches[size_t(rep) % caches.size()];
+    mxattn::AttentionArgs args;
+    args.q = q.view();
+    args.k = kv.k.view();
+    args.v = kv.v.view();
+    if (mxattn::is_mx(c.kv_type)) {
+      args.k_scales = kv.k_scales.view();
+      args.v_scales = kv.v_scales.view();
+    }
+    args.o = o.view();
+    args.causal = c.causal;
+    const auto t0 = Clock::now();
+    mxattn::core::Problem p;
+    if (mxattn::Status st = mxattn::core::validate_problem(args, &p); !st) {
+      std::cerr << c.name << ": " << st.message() << "\n";
+      std::exit(1);
+    }
+    const mxattn::core::SplitParams split =
+        mxattn::core::resolve_split(p, mxattn::cpu::kTileM, mxattn::cpu::kTileN);
+    mxattn::cpu::run_fast_with(isa, p, split, threads);
+    if (rep > 0) ms.push_back(seconds_since(t0) * 1e3);  // the first call warms up
+  }
+  std::sort(ms.begin(), ms.end());
+  Result r;
+  r.c = c;
+  r.best_ms = ms.front();
+  r.median_ms = ms[ms.size() / 2];
+  const double flops = 4.0 * visible_pairs(c) * double(c.dim);
+  r.bytes = one + q.bytes() + o.bytes();
+  r.gflops = flops / (r.best_ms * 1e-3) / 1e9;
+  r.gbs = double(r.bytes) / (r.best_ms * 1e-3) / 1e9;
+  r.percent_of_ceiling = c.kind == "prefill" ? 100.0 * r.gflops / ceilings.peak_gflops
+                                             : 100.0 * r.gbs / ceilings.stream_gbs;
+  return r;
+}
+
+std::string dtype_name(DType t) { return std::string(mxattn::name_of(t)); }
+
+std::string causal_name(mxattn::Causal c) {
+  return c == mxattn::Causal::none ? "none" : "top_left";
+}
+
+void write_json(const std::string& path, const Ceilings& ce, const std::vector<Result>& results,
+                const std::string& isa, double fp8_speedup) {
+  std::ofstream out(path);
+  out << "{\n  \"engine\": \"mxattn cpu_fast\",\n  \"isa\": \"" << isa << "\",\n"
+      << "  \"threads\": " << ce.threads << ",\n"
+      << "  \"ceilings\": {\"clock_ghz\": " << ce.clock_ghz << ", \"fma_units\": " << ce.fma_units
+      << ", \"lanes\": " << ce.lanes << ", \"peak_gflops\": " << ce.peak_gflops
+      << ", \"measured_fma_gflops\": " << ce.measured_gflops
+      << ", \"stream_read_gbs\": " << ce.stream_gbs << ", \"stream_bytes\": " << ce.stream_bytes
+      << "},\n  \"mxfp8_over_bf16_decode_speedup\": " << fp8_speedup << ",\n  \"cases\": [\n";
+  for (size_t i = 0; i < results.size(); ++i) {
+    const Result& r = results[i];
+    out << "    {\"name\": \"" << r.c.name << "\", \"kind\": \"" << r.c.kind
+        << "\", \"batch\": " << r.c.batch << ", \"seq_q\": " << r.c.seq_q
+        << ", \"seq_k\": " << r.c.seq_k << ", \"heads_q\": " << r.c.heads_q
+        << ", \"heads_kv\": " << r.c.heads_kv << ", \"dim\": " << r.c.dim << ", \"q_type\": \""
+        << dtype_name(r.c.q_type) << "\", \"kv_type\": \"" << dtype_name(r.c.kv_type)
+        << "\", \"causal\": \"" << causal_name(r.c.causal) << "\", \"best_ms\": " << r.best_ms
+        << ", \"median_ms\": " << r.median_ms << ", \"gflops\": " << r.gflops
+        << ", \"gbs\": " << r.gbs << ", \"bytes\": " << r.bytes
+        << ", \"percent_of_ceiling\": " << r.percent_of_ceiling << "}"
+        << (i + 1 < results.size() ? "," : "") << "\n";
+  }
+  out << "  ]\n}\n";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int threads = 2, reps = 5;
+  std::string json_path, only;
+  mxattn::cpu::SimdIsa isa = mxattn::cpu::supported_isas().back();
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    const bool has_value = i + 1 < argc;
+    if (arg == "--threads" && has_value) {
+      threads = std::atoi(argv[++i]);
+    } else if (arg == "--reps" && has_value) {
+      reps = std::max(1, std::atoi(argv[++i]));
+    } else if (arg == "--case" && has_value) {
+      only = argv[++i];
+    } else if (arg == "--json" && has_value) {
+      json_path = argv[++i];
+    } else if (arg == "--isa" && has_value) {
+      const std::string name = argv[++i];
+      bool found = false;
+      for (mxattn::cpu::SimdIsa s : mxattn::cpu::supported_isas()) {
+        if (mxattn::cpu::isa_name(s) == name) isa = s, found = true;
+      }
+      if (!found) {
+        std::cerr << "--isa " << name << ": not supported here\n";
+        return 2;
+      }
+    } else {
+      std::cerr << "usage: " << argv[0]
+                << " [--threads N] [--reps N] [--isa portable|avx2|avx512] [--case TEXT]"
+                   " [--json FILE]\n";
+      return 2;
+    }
+  }
+
+  const Ceilings ce = measure_ceilings(threads);
+  std::printf("mxattn cpu_fast benchmark: %d threads, kernels %s, best of %d runs\n", threads,
+              std::string(mxattn::cpu::isa_name(isa)).c_str(), reps);
+  std::printf("FMA peak  = %d threads x %d FMA units x %d lanes x 2 flop x %.2f GHz = %.1f GFLOP/s"
+              "  (clock from a chain of dependent FMAs, %g cycles each; a 512-bit FMA loop "
+              "reaches %.1f GFLOP/s)\n",
+              threads, ce.fma_units, ce.lanes, ce.clock_ghz, ce.peak_gflops, kFmaLatencyCycles,
+              ce.measured_gflops);
+  std::printf("Bandwidth = %.1f GB/s  (streaming read of %lld MiB by %d threads)\n\n",
+              ce.stream_gbs, static_cast<long long>(ce.stream_bytes >> 20), threads);
+
+  using mxattn::Causal;
+  std::vector<Case> cases;
+  for (DType t : {DType::f32, DType::bf16}) {
+    for (Causal causal : {Causal::none, Causal::top_left}) {
+      Case c;
+      c.name = "prefill " + dtype_name(t) + (causal == Causal::none ? "" : " causal");
+      c.kind = "prefill";
+      c.seq_q = c.seq_k = 2048;
+      c.heads_q = c.heads_kv = 8;
+      c.q_type = c.kv_type = t;
+      c.causal = causal;
+      cases.push_back(c);
+    }
+  }
+  for (DType t : {DType::bf16, DType::e4m3}) {
+    Case c;
+    c.name = std::string("decode ") + (t == DType::e4m3 ? "mxfp8-e4m3" : "bf16") + " kv";
+    c.kind = "decode";
+    c.seq_q = 1;
+    c.seq_k = 32768;
+    c.heads_q = 32;
+    c.heads_kv = 8;
+    c.q_type = DType::bf16;
+    c.kv_type = t;
+    cases.push_back(c);
+  }
+
+  std::printf("%-24s %6s %6s %6s %5s %4s %9s %9s %9s %9s %10s\n", "case", "B", "Sq", "Sk", "Hq",
+              "Hkv", "best ms", "median ms", "GFLOP/s", "GB/s", "% ceiling");
+  std::vector<Result> results;
+  double bf16_decode_ms = 0, fp8_decode_ms = 0;
+  for (const Case& c : cases) {
+    if (c.name.find(only) == std::string::npos) continue;
+    const Result r = run_case(c, isa, threads, reps, ce);
+    results.push_back(r);
+    if (c.kind == "decode") (c.kv_type == DType::bf16 ? bf16_decode_ms : fp8_decode_ms) = r.best_ms;
+    std::printf("%-24s %6lld %6lld %6lld %5lld %4lld %9.2f %9.2f %9.1f %9.2f %9.1f%% %s\n",
+                c.name.c_str(), static_cast<long long>(c.batch), static_cast<long long>(c.seq_q),
+                static_cast<long long>(c.seq_k), static_cast<long long>(c.heads_q),
+                static_cast<long long>(c.heads_kv), r.best_ms, r.median_ms, r.gflops, r.gbs,
+                r.percent_of_ceiling, c.kind == "prefill" ? "of FMA peak" : "of bandwidth");
+  }
+  const double fp8_speedup = fp8_decode_ms > 0 ? bf16_decode_ms / fp8_decode_ms : 0.0;
+  if (fp8_speedup > 0) {
+    std::printf("\nMXFP8 decode is %.2fx faster than bf16 decode\n", fp8_speedup);
+  }
+  if (!json_path.empty()) write_json(json_path, ce, results, std::string(mxattn::cpu::isa_name(isa)), fp8_speedup);
+  return 0;
+}

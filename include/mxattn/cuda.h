@@ -1,0 +1,70 @@
+// The H200 decode engine: split-KV flash decoding over dense or paged KV caches stored as bf16, f16
+// or OCP MX (E4M3, E5M2, E2M3, E3M2, E2M1 with E8M0 scales), with plan/run separation.
+//
+// A plan is built once on the host from an AttentionArgs whose metadata views (kv_len,
+// prefix_offset, block_table) point to host memory; Q, K, V, O, LSE, the scales and the optional
+// partial outputs may already point to device memory, since planning never reads them. The plan
+// validates the problem (SPEC 7), copies the metadata and the tile schedule into a device
+// workspace and allocates the f32 partial buffers. `run_decode` then only launches kernels: no
+// allocation and no host synchronization, so a decode step can be captured in a CUDA graph and
+// replayed, with new contents in the same buffers.
+//
+// What the engine supports (anything else is refused by plan_decode with ErrorCode::unsupported):
+// K and V of the same storage type; (Dqk, Dv) in {(64, 64), (128, 128), (256, 256), (192, 128)};
+// K/V (and their scales) with a contiguous head dim, rows 16-byte aligned, scales contiguous;
+// tile_n a multiple of 16; page_size a multiple of 16; no block-sparse layout and no k_mean.
+// Q, O and LSE may have any strides; Q may be f32, f16, bf16 or MX; O f32, f16 or bf16.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "mxattn/attention.h"
+#include "mxattn/status.h"
+
+namespace mxattn::cuda {
+
+// The engine's default tiles: a query tile of up to 16 rows (all heads of a KV group share each K/V
+// load) and key tiles of 32 keys, so that auto split_kv (SplitParams' target tiles per split) gives
+// even short sequences enough splits to fill the GPU.
+inline constexpr int64_t kDefaultTileM = 16;
+inline constexpr int64_t kDefaultTileN = 32;
+
+class DecodePlan {
+ public:
+  DecodePlan();
+  DecodePlan(DecodePlan&&) noexcept;
+  DecodePlan& operator=(DecodePlan&&) noexcept;
+  ~DecodePlan();  // frees the device workspace
+
+  bool ready() const { return impl_ != nullptr; }
+  // Split slots S of the partial buffers: the largest split count of any query tile.
+  int64_t partial_slots() const;
+  // Number of CTAs the split kernel launches, and whether a combine kernel runs after it.
+  int64_t split_blocks() const;
+  bool combines() const;
+
+  struct Impl;
+  const Impl* impl() const { return impl_.get(); }
+
+ private:
+  friend Status plan_decode(const AttentionArgs& args, DecodePlan* plan);
+  std::unique_ptr<Impl> impl_;
+};
+
+// Validates `args` (metadata views on the host) and builds the plan on the current CUDA device,
+// replacing what `plan` held. On error `plan` is left as it was.
+Status plan_decode(const AttentionArgs& args, DecodePlan* plan);
+
+// Runs the planned step on `stream` (a cudaStream_t; nullptr is the default stream), on the device
+// the plan was built on.
+// `device_args` must match the planned arguments in every dtype, shape and stride; its Q, K, V, O,
+// LSE, scale and partial views point to device memory. Its metadata views are not read: the plan
+// holds its own device copy.
+Status run_decode(const DecodePlan& plan, const AttentionArgs& device_args, void* stream);
+
+// Runs only the combine step over the partials the previous run_decode of this plan wrote (for the
+// benchmark of the combine kernel on its own bytes). A no-op when the plan does not combine.
+Status run_combine(const DecodePlan& plan, const AttentionArgs& device_args, void* stream);
+
+}  // namespace mxattn::cuda

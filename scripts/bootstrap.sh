@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Installs what mxattn needs and is missing: build tools and test libraries from Debian, numpy and
+# ml_dtypes (the independent MX cross-check) from PyPI. Safe to run again: it installs only what is absent.
+set -euo pipefail
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null 2>&1; then SUDO="sudo"; fi
+
+need_apt=()
+command -v cmake >/dev/null 2>&1 || need_apt+=(cmake)
+command -v ninja >/dev/null 2>&1 || need_apt+=(ninja-build)
+command -v g++ >/dev/null 2>&1 || need_apt+=(g++)
+command -v python3 >/dev/null 2>&1 || need_apt+=(python3 python3-pip)
+[ -f /usr/include/gtest/gtest.h ] || need_apt+=(libgtest-dev libgmock-dev)
+[ -f /usr/include/benchmark/benchmark.h ] || need_apt+=(libbenchmark-dev)
+if [ ${#need_apt[@]} -gt 0 ]; then
+  echo "bootstrap: installing ${need_apt[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}"
+fi
+
+if ! python3 -c "import numpy, ml_dtypes" >/dev/null 2>&1; then
+  echo "bootstrap: installing numpy and ml_dtypes from PyPI"
+  python3 -m pip install -q numpy ml_dtypes || python3 -m pip install -q --break-system-packages numpy ml_dtypes
+fi

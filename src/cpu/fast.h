@@ -1,0 +1,23 @@
+// The fast CPU engine's entry with a chosen kernel set, for tests and benchmarks that compare the
+// instruction sets; cpu::run_fast (engines.h) runs the best one this CPU supports.
+#pragma once
+
+#include <string_view>
+#include <vector>
+
+#include "core/problem.h"
+#include "core/split_plan.h"
+#include "cpu/fast_kernels.h"
+
+namespace mxattn::cpu {
+
+// The kernel sets this CPU can run, portable first, best last.
+std::vector<SimdIsa> supported_isas();
+
+std::string_view isa_name(SimdIsa isa);
+
+// run_fast with the kernel set `isa`, which must be one of supported_isas().
+void run_fast_with(SimdIsa isa, const core::Problem& p, const core::SplitParams& split,
+                   int threads);
+
+}  // namespace mxattn::cpu

@@ -1,0 +1,100 @@
+// SPEC 3's combine of split partials on the GPU, through the merge algebra of core/combine.h: one
+// warp per output row (b, i, h) reads L_s and O_s of the splits below the row's exact count only.
+// Rows whose query tile has fewer than two non-empty splits were written by the split kernel.
+#include <cfloat>
+#include <cstdint>
+
+#include "core/combine.h"
+#include "cuda/decode_params.h"
+#include "cuda/kernels.h"
+#include "cuda/output.cuh"
+
+namespace mxattn::cuda::detail {
+namespace {
+
+// Unrolled over splits so that several partial rows are in flight per lane.
+constexpr int kSplitUnroll = 4;
+
+__global__ void __launch_bounds__(kCombineRowsPerBlock * 32)
+    combine_splits_kernel(const __grid_constant__ DecodeParams p) {
+  const int lane = threadIdx.x & 31;
+  const int64_t row = int64_t(blockIdx.x) * kCombineRowsPerBlock + (threadIdx.x >> 5);
+  if (row >= p.batch * p.seq_q * p.heads_q) return;
+  const int64_t h = row % p.heads_q;
+  const int64_t i = (row / p.heads_q) % p.seq_q;
+  const int64_t b = row / (p.heads_q * p.seq_q);
+  const TileInfo tile = p.tiles[b * p.q_tiles + i / p.tile_m];
+  if (p.counts != nullptr && lane == 0) {
+    p.counts[b * p.counts_stride[0] + h * p.counts_stride[1] + i * p.counts_stride[2]] = tile.count;
+  }
+  const int count = tile.count;
+  if (count < 2) return;
+
+  const float* lse = p.part_lse + b * p.part_lse_stride[1] + h * p.part_lse_stride[2] +
+                     i * p.part_lse_stride[3];
+  core::MergeScale st;
+  for (int s = 0; s < count; ++s) st.m = core::merge_max(st.m, lse[s * p.part_lse_stride[0]]);
+  for (int s = 0; s < count; ++s) st.sum += core::merge_weight(lse[s * p.part_lse_stride[0]], st.m);
+  const float divisor = core::merge_divisor(st.sum);
+
+  const float* part = p.part_o + b * p.part_o_stride[1] + i * p.part_o_stride[2] +
+                      h * p.part_o_stride[3];
+  const int64_t out = b * p.o_stride[0] + i * p.o_stride[1] + h * p.o_stride[2];
+  const bool vectors = p.part_o_stride[4] == 1 && p.part_o_stride[0] % 4 == 0 &&
+                       (reinterpret_cast<uintptr_t>(part) & 15) == 0;
+  if (vectors) {
+    for (int64_t d = 4 * lane; d < p.dim_v; d += 128) {
+      float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      int s = 0;
+      for (; s + kSplitUnroll <= count; s += kSplitUnroll) {
+        float4 v[kSplitUnroll];
+        float w[kSplitUnroll];
+#pragma unroll
+        for (int u = 0; u < kSplitUnroll; ++u) {
+          v[u] = *reinterpret_cast<const float4*>(part + (s + u) * p.part_o_stride[0] + d);
+          w[u] = core::merge_weight(lse[(s + u) * p.part_lse_stride[0]], st.m);
+        }
+#pragma unroll
+        for (int u = 0; u < kSplitUnroll; ++u) {
+          acc.x = fmaf(w[u], v[u].x, acc.x);
+          acc.y = fmaf(w[u], v[u].y, acc.y);
+          acc.z = fmaf(w[u], v[u].z, acc.z);
+          acc.w = fmaf(w[u], v[u].w, acc.w);
+        }
+      }
+      for (; s < count; ++s) {
+        const float4 v = *reinterpret_cast<const float4*>(part + s * p.part_o_stride[0] + d);
+        const float w = core::merge_weight(lse[s * p.part_lse_stride[0]], st.m);
+        acc.x = fmaf(w, v.x, acc.x);
+        acc.y = fmaf(w, v.y, acc.y);
+        acc.z = fmaf(w, v.z, acc.z);
+        acc.w = fmaf(w, v.w, acc.w);
+      }
+      store_output(p, out + d * p.o_stride[3], acc.x / divisor);
+      store_output(p, out + (d + 1) * p.o_stride[3], acc.y / divisor);
+      store_output(p, out + (d + 2) * p.o_stride[3], acc.z / divisor);
+      store_output(p, out + (d + 3) * p.o_stride[3], acc.w / divisor);
+    }
+  } else {
+    for (int64_t d = lane; d < p.dim_v; d += 32) {
+      float acc = 0.0f;
+      for (int s = 0; s < count; ++s) {
+        const float w = core::merge_weight(lse[s * p.part_lse_stride[0]], st.m);
+        acc = fmaf(w, part[s * p.part_o_stride[0] + d * p.part_o_stride[4]], acc);
+      }
+      store_output(p, out + d * p.o_stride[3], acc / divisor);
+    }
+  }
+  if (lane == 0 && p.lse != nullptr) {
+    p.lse[b * p.lse_stride[0] + h * p.lse_stride[1] + i * p.lse_stride[2]] =
+        core::merge_lse(st.m, st.sum);
+  }
+}
+
+}  // namespace
+
+KernelRef combine_kernel() {
+  return {reinterpret_cast<const void*>(&combine_splits_kernel), 0};
+}
+
+}  // namespace mxattn::cuda::detail

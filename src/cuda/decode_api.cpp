@@ -1,0 +1,406 @@
+// The API layer of the CUDA decode engine: validation (core::validate_problem plus what this engine
+// supports), the plan (tables, tile schedule and partial buffers in one device workspace) and the
+// launches. Kernels never check arguments; everything is checked here, once.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "core/plan.h"
+#include "core/problem.h"
+#include "core/validate.h"
+#include "cuda/decode_params.h"
+#include "cuda/kernels.h"
+#include "mxattn/cuda.h"
+
+namespace mxattn::cuda {
+
+struct DecodePlan::Impl {
+  AttentionArgs planned;  // the views as planned; its host metadata is not read after planning
+  detail::DecodeParams params;
+  detail::KernelRef split;
+  detail::KernelRef combine;
+  int64_t work_items = 0;
+  int64_t slots = 0;
+  bool combines = false;
+  void* workspace = nullptr;
+
+  Impl() = default;
+  Impl(const Impl&) = delete;
+  Impl& operator=(const Impl&) = delete;
+  ~Impl() {
+    if (workspace != nullptr) cudaFree(workspace);
+  }
+};
+
+DecodePlan::DecodePlan() = default;
+DecodePlan::DecodePlan(DecodePlan&&) noexcept = default;
+DecodePlan& DecodePlan::operator=(DecodePlan&&) noexcept = default;
+DecodePlan::~DecodePlan() = default;
+
+int64_t DecodePlan::partial_slots() const {
+  return impl_ ? impl_->slots : 0;
+}
+int64_t DecodePlan::split_blocks() const {
+  return impl_ ? impl_->work_items * impl_->params.heads_kv * impl_->params.row_blocks : 0;
+}
+bool DecodePlan::combines() const {
+  return impl_ && impl_->combines;
+}
+
+namespace {
+
+template <class... Parts>
+std::string cat(const Parts&... parts) {
+  std::ostringstream s;
+  (s << ... << parts);
+  return s.str();
+}
+
+Status cuda_failure(const char* what, cudaError_t e) {
+  return Status::runtime(cat(what, ": ", cudaGetErrorString(e)));
+}
+
+bool is_contiguous(const TensorView& v) {
+  TensorView c = v;
+  set_contiguous_strides(c);
+  for (int i = 0; i < v.rank; ++i)
+    if (v.shape[i] > 1 && v.stride[i] != c.stride[i]) return false;
+  return true;
+}
+
+bool aligned(const void* p, uintptr_t bytes) {
+  return (reinterpret_cast<uintptr_t>(p) & (bytes - 1)) == 0;
+}
+
+// K or V rows must be whole 16-byte copies: contiguous head dim, rows and base 16-byte aligned.
+Status check_kv_rows(const char* name, const TensorView& v) {
+  if (v.stride[3] != 1 && v.shape[3] > 1) {
+    return Status::unsupported(cat(name, ": the CUDA decode engine needs a contiguous head dim (stride 1); found stride ",
+                                   v.stride[3]));
+  }
+  for (int i = 0; i < 3; ++i) {
+    if ((v.stride[i] * bits_of(v.dtype) / 8) % 16 != 0) {
+      return Status::unsupported(cat(name, ": the CUDA decode engine needs rows 16-byte aligned; stride ", v.stride[i],
+                                     " of axis ", i, " is not a multiple of 16 bytes"));
+    }
+  }
+  if (!aligned(v.data, 16)) {
+    return Status::unsupported(cat(name, ": the CUDA decode engine needs a 16-byte aligned pointer"));
+  }
+  return Status::ok();
+}
+
+Status check_scales(const char* name, const TensorView& v) {
+  if (!v.given()) return Status::ok();
+  if (!is_contiguous(v)) {
+    return Status::unsupported(cat(name, ": the CUDA decode engine needs contiguous scales"));
+  }
+  if (!aligned(v.data, 8)) {
+    return Status::unsupported(cat(name, ": the CUDA decode engine needs an 8-byte aligned pointer"));
+  }
+  return Status::ok();
+}
+
+// What this engine supports beyond SPEC validity.
+Status check_support(const core::Problem& p, const core::SplitParams& split) {
+  const AttentionArgs& a = p.args;
+  if (p.sparse) {
+    return Status::unsupported("sparse: the CUDA decode engine does not support block-sparse layouts");
+  }
+  if (a.k_mean.given()) {
+    return Status::unsupported("k_mean: the CUDA decode engine does not support K smoothing");
+  }
+  if (a.k.dtype != a.v.dtype) {
+    return Status::unsupported(cat("K and V: the CUDA decode engine needs one storage type for both; found ",
+                                   name_of(a.k.dtype), " and ", name_of(a.v.dtype)));
+  }
+  if (a.k.dtype == DType::f32) {
+    return Status::unsupported("K and V: the CUDA decode engine reads bf16, f16 or MX caches; found f32");
+  }
+  if (detail::split_kernel(a.k.dtype, p.dim_qk, p.dim_v).function == nullptr) {
+    return Status::unsupported(cat("head dims: the CUDA decode engine supports (Dqk, Dv) = (64, 64), (128, 128), "
+                                   "(256, 256) or (192, 128); found (",
+                                   p.dim_qk, ", ", p.dim_v, ")"));
+  }
+  if (Status st = check_kv_rows("K", a.k); !st) return st;
+  if (Status st = check_kv_rows("V", a.v); !st) return st;
+  if (Status st = check_scales("K scales", a.k_scales); !st) return st;
+  if (Status st = check_scales("V scales", a.v_scales); !st) return st;
+  if (p.paged && p.page_size % detail::kStepKeys != 0) {
+    return Status::unsupported(cat("paged: the CUDA decode engine needs page_size a multiple of ", detail::kStepKeys,
+                                   "; found ", p.page_size));
+  }
+  if (split.tile_n % detail::kStepKeys != 0) {
+    return Status::unsupported(cat("split: the CUDA decode engine needs tile_n a multiple of ", detail::kStepKeys,
+                                   "; found ", split.tile_n));
+  }
+  return Status::ok();
+}
+
+// Element strides of a view, or those of a contiguous view of `shape` when it is not given.
+template <int N>
+void copy_strides(const TensorView& v, int64_t (&out)[N]) {
+  for (int i = 0; i < N; ++i) out[i] = v.stride[i];
+}
+
+bool same_layout(const TensorView& a, const TensorView& b) {
+  if (a.given() != b.given()) return false;
+  if (!a.given()) return true;
+  if (a.dtype != b.dtype || a.rank != b.rank) return false;
+  for (int i = 0; i < a.rank; ++i)
+    if (a.shape[i] != b.shape[i] || a.stride[i] != b.stride[i]) return false;
+  return true;
+}
+
+// The device arguments of a run must be the planned ones with device pointers.
+Status check_run_args(const DecodePlan::Impl& plan, const AttentionArgs& d) {
+  const AttentionArgs& a = plan.planned;
+  const struct {
+    const char* name;
+    const TensorView& planned;
+    const TensorView& given;
+  } views[] = {{"q", a.q, d.q},
+               {"k", a.k, d.k},
+               {"v", a.v, d.v},
+               {"o", a.o, d.o},
+               {"lse", a.lse, d.lse},
+               {"q_scales", a.q_scales, d.q_scales},
+               {"k_scales", a.k_scales, d.k_scales},
+               {"v_scales", a.v_scales, d.v_scales},
+               {"partial_o", a.split.partial_o, d.split.partial_o},
+               {"partial_lse", a.split.partial_lse, d.split.partial_lse},
+               {"counts", a.split.counts, d.split.counts}};
+  for (const auto& v : views) {
+    if (!same_layout(v.planned, v.given)) {
+      return Status::invalid(cat(v.name, ": the run's view differs from the planned one (dtype, shape or strides)"));
+    }
+  }
+  if (!aligned(d.k.data, 16) || !aligned(d.v.data, 16)) {
+    return Status::invalid("k, v: the run's pointers must be 16-byte aligned, as planned");
+  }
+  if ((d.k_scales.given() && !aligned(d.k_scales.data, 8)) ||
+      (d.v_scales.given() && !aligned(d.v_scales.data, 8))) {
+    return Status::invalid("k_scales, v_scales: the run's pointers must be 8-byte aligned, as planned");
+  }
+  return Status::ok();
+}
+
+// The planned parameters with the run's data pointers.
+detail::DecodeParams params_for(const DecodePlan::Impl& plan, const AttentionArgs& d) {
+  detail::DecodeParams p = plan.params;
+  p.q = d.q.data;
+  p.q_scales = static_cast<const uint8_t*>(d.q_scales.data);
+  p.k = static_cast<const uint8_t*>(d.k.data);
+  p.v = static_cast<const uint8_t*>(d.v.data);
+  p.k_scales = static_cast<const uint8_t*>(d.k_scales.data);
+  p.v_scales = static_cast<const uint8_t*>(d.v_scales.data);
+  p.o = d.o.data;
+  p.lse = static_cast<float*>(d.lse.data);
+  if (d.split.partial_o.given()) {
+    p.part_o = static_cast<float*>(d.split.partial_o.data);
+    p.part_lse = static_cast<float*>(d.split.partial_lse.data);
+  }
+  p.counts = static_cast<int32_t*>(d.split.counts.data);
+  return p;
+}
+
+Status launch(const detail::KernelRef& kernel, dim3 grid, dim3 block, detail::DecodeParams& params,
+              void* stream) {
+  void* args[] = {&params};
+  const cudaError_t e = cudaLaunchKernel(kernel.function, grid, block, args, size_t(kernel.smem_bytes),
+                                         static_cast<cudaStream_t>(stream));
+  if (e != cudaSuccess) return cuda_failure("kernel launch", e);
+  return Status::ok();
+}
+
+dim3 combine_grid(const detail::DecodeParams& p) {
+  const int64_t rows = p.batch * p.seq_q * p.heads_q;
+  return dim3(unsigned((rows + detail::kCombineRowsPerBlock - 1) / detail::kCombineRowsPerBlock));
+}
+
+// Bump allocation inside the workspace, 256-byte aligned.
+struct Layout {
+  int64_t bytes = 0;
+  int64_t take(int64_t n) {
+    const int64_t at = bytes;
+    bytes += (n + 255) / 256 * 256;
+    return at;
+  }
+};
+
+}  // namespace
+
+Status plan_decode(const AttentionArgs& args, DecodePlan* plan) {
+  core::Problem p;
+  if (Status st = core::validate_problem(args, &p); !st) return st;
+  const core::SplitParams split = core::resolve_split(p, kDefaultTileM, kDefaultTileN);
+  if (Status st = check_support(p, split); !st) return st;
+  const int64_t slots = core::partial_slots(p, split);
+  if (Status st = core::validate_partial_slots(args, slots); !st) return st;
+
+  auto impl = std::make_unique<DecodePlan::Impl>();
+  impl->planned = args;
+  impl->slots = slots;
+  detail::DecodeParams& d = impl->params;
+
+  // The tile schedule: every query tile's partition, and one CTA per split that writes anything.
+  const bool user_partials = args.split.partial_o.given();
+  const int64_t q_tiles = core::query_tiles_per_head(p, split);
+  std::vector<detail::SeqInfo> seqs(size_t(p.batch));
+  std::vector<detail::TileInfo> tiles(size_t(p.batch * q_tiles));
+  std::vector<detail::WorkItem> work;
+  bool any_combine = false;
+  for (int64_t b = 0; b < p.batch; ++b) {
+    const core::Visibility vis = p.visibility(b);
+    seqs[size_t(b)] = {vis.last, vis.offset};
+    for (int64_t t = 0; t < q_tiles; ++t) {
+      const core::QueryTile qt = core::query_tile(p, split, b, 0, t);
+      tiles[size_t(b * q_tiles + t)] = {qt.run.begin, qt.run.count, int32_t(qt.splits), int32_t(qt.count)};
+      any_combine = any_combine || qt.count >= 2;
+      const int64_t launched = user_partials && !split.early_exit ? qt.splits : std::max<int64_t>(1, qt.count);
+      for (int64_t s = 0; s < launched; ++s) work.push_back({int32_t(b), int32_t(t), int32_t(s), 0});
+    }
+  }
+  const int64_t tile_rows = std::min(split.tile_m, p.seq_q);
+  const int64_t row_blocks = (tile_rows * p.group + detail::kRowsPerBlock - 1) / detail::kRowsPerBlock;
+  if (p.heads_kv * row_blocks > 65535 || int64_t(work.size()) > int64_t(INT32_MAX)) {
+    return Status::unsupported("grid: the problem needs more CTAs than one launch of the CUDA decode engine holds");
+  }
+
+  impl->combines = any_combine || args.split.counts.given();
+  const bool internal_partials = any_combine && !user_partials;
+  const int64_t partial_rows = p.batch * p.seq_q * p.heads_q;
+
+  Layout layout;
+  const int64_t at_seqs = layout.take(int64_t(seqs.size() * sizeof(detail::SeqInfo)));
+  const int64_t at_tiles = layout.take(int64_t(tiles.size() * sizeof(detail::TileInfo)));
+  const int64_t at_work = layout.take(int64_t(work.size() * sizeof(detail::WorkItem)));
+  std::vector<int32_t> block_table;
+  if (p.paged) {
+    block_table.resize(size_t(p.batch * p.max_pages));
+    const TensorView& bt = args.paged.block_table;
+    for (int64_t b = 0; b < p.batch; ++b)
+      for (int64_t j = 0; j < p.max_pages; ++j)
+        block_table[size_t(b * p.max_pages + j)] = core::read_i32(bt, core::offset_of(bt, b, j));
+  }
+  const int64_t at_table = layout.take(int64_t(block_table.size() * sizeof(int32_t)));
+  const int64_t at_part_o = layout.take(internal_partials ? slots * partial_rows * p.dim_v * 4 : 0);
+  const int64_t at_part_lse = layout.take(internal_partials ? slots * partial_rows * 4 : 0);
+
+  if (cudaError_t e = cudaMalloc(&impl->workspace, size_t(layout.bytes)); e != cudaSuccess) {
+    impl->workspace = nullptr;
+    if (e == cudaErrorMemoryAllocation) {
+      return Status::runtime(cat("workspace: out of device memory for ", layout.bytes, " bytes"));
+    }
+    return cuda_failure("workspace", e);
+  }
+  uint8_t* ws = static_cast<uint8_t*>(impl->workspace);
+  const auto upload = [&](int64_t at, const void* src, size_t bytes) {
+    return bytes == 0 ? cudaSuccess : cudaMemcpy(ws + at, src, bytes, cudaMemcpyHostToDevice);
+  };
+  for (cudaError_t e : {upload(at_seqs, seqs.data(), seqs.size() * sizeof(detail::SeqInfo)),
+                        upload(at_tiles, tiles.data(), tiles.size() * sizeof(detail::TileInfo)),
+                        upload(at_work, work.data(), work.size() * sizeof(detail::WorkItem)),
+                        upload(at_table, block_table.data(), block_table.size() * sizeof(int32_t))}) {
+    if (e != cudaSuccess) return cuda_failure("workspace upload", e);
+  }
+
+  impl->split = detail::split_kernel(args.k.dtype, p.dim_qk, p.dim_v);
+  impl->combine = detail::combine_kernel();
+  int device = 0, smem_optin = 0;
+  if (cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return cuda_failure("device", e);
+  if (cudaError_t e = cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
+      e != cudaSuccess) {
+    return cuda_failure("device attributes", e);
+  }
+  if (impl->split.smem_bytes > smem_optin) {
+    return Status::unsupported(cat("device: the split kernel needs ", impl->split.smem_bytes,
+                                   " bytes of shared memory per block; the device offers ", smem_optin));
+  }
+  if (cudaError_t e = cudaFuncSetAttribute(impl->split.function, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           impl->split.smem_bytes);
+      e != cudaSuccess) {
+    return cuda_failure("split kernel attributes", e);
+  }
+
+  d.q_dtype = args.q.dtype;
+  d.q_split_lo = args.q.dtype == DType::f32 || (args.q.dtype == DType::f16 && args.k.dtype == DType::bf16) ||
+                 (args.q.dtype == DType::bf16 && args.k.dtype == DType::f16);
+  copy_strides(args.q, d.q_stride);
+  copy_strides(args.q_scales, d.q_scale_stride);
+  for (int i = 0; i < 3; ++i) {
+    d.k_stride[i] = args.k.stride[i] * bits_of(args.k.dtype) / 8;
+    d.v_stride[i] = args.v.stride[i] * bits_of(args.v.dtype) / 8;
+  }
+  d.v_scales_along_keys = args.v_scale_axis == VScaleAxis::keys;
+  d.kv_slots = p.paged ? p.page_size : p.seq_k;
+  d.o_dtype = args.o.dtype;
+  copy_strides(args.o, d.o_stride);
+  copy_strides(args.lse, d.lse_stride);
+  if (user_partials) {
+    copy_strides(args.split.partial_o, d.part_o_stride);
+    copy_strides(args.split.partial_lse, d.part_lse_stride);
+  } else if (internal_partials) {
+    d.part_o = reinterpret_cast<float*>(ws + at_part_o);
+    d.part_lse = reinterpret_cast<float*>(ws + at_part_lse);
+    const int64_t o_strides[5] = {p.batch * p.seq_q * p.heads_q * p.dim_v, p.seq_q * p.heads_q * p.dim_v,
+                                  p.heads_q * p.dim_v, p.dim_v, 1};
+    const int64_t l_strides[4] = {p.batch * p.heads_q * p.seq_q, p.heads_q * p.seq_q, p.seq_q, 1};
+    std::copy(o_strides, o_strides + 5, d.part_o_stride);
+    std::copy(l_strides, l_strides + 4, d.part_lse_stride);
+  }
+  d.write_all_partials = user_partials;
+  copy_strides(args.split.counts, d.counts_stride);
+
+  d.seqs = reinterpret_cast<const detail::SeqInfo*>(ws + at_seqs);
+  d.tiles = reinterpret_cast<const detail::TileInfo*>(ws + at_tiles);
+  d.work = reinterpret_cast<const detail::WorkItem*>(ws + at_work);
+  d.block_table = p.paged ? reinterpret_cast<const int32_t*>(ws + at_table) : nullptr;
+  d.block_table_stride = p.max_pages;
+
+  d.batch = p.batch;
+  d.seq_q = p.seq_q;
+  d.heads_q = p.heads_q;
+  d.heads_kv = p.heads_kv;
+  d.group = p.group;
+  d.dim_v = p.dim_v;
+  d.page_size = p.paged ? p.page_size : 0;
+  d.causal = args.causal != Causal::none;
+  d.window = args.window;
+  d.scale_log2 = float(double(p.scale) * 1.4426950408889634);
+  d.tile_m = split.tile_m;
+  d.tile_n = split.tile_n;
+  d.q_tiles = q_tiles;
+  d.row_blocks = row_blocks;
+  impl->work_items = int64_t(work.size());
+
+  plan->impl_ = std::move(impl);
+  return Status::ok();
+}
+
+Status run_decode(const DecodePlan& plan, const AttentionArgs& device_args, void* stream) {
+  const DecodePlan::Impl* impl = plan.impl();
+  if (impl == nullptr) return Status::invalid("plan: run_decode needs a plan built by plan_decode");
+  if (Status st = check_run_args(*impl, device_args); !st) return st;
+  detail::DecodeParams params = params_for(*impl, device_args);
+  const dim3 grid(unsigned(impl->work_items), unsigned(params.heads_kv * params.row_blocks));
+  if (Status st = launch(impl->split, grid, dim3(detail::kWarps * 32), params, stream); !st) return st;
+  if (!impl->combines) return Status::ok();
+  return launch(impl->combine, combine_grid(params), dim3(detail::kCombineRowsPerBlock * 32), params, stream);
+}
+
+Status run_combine(const DecodePlan& plan, const AttentionArgs& device_args, void* stream) {
+  const DecodePlan::Impl* impl = plan.impl();
+  if (impl == nullptr) return Status::invalid("plan: run_combine needs a plan built by plan_decode");
+  if (Status st = check_run_args(*impl, device_args); !st) return st;
+  if (!impl->combines) return Status::ok();
+  detail::DecodeParams params = params_for(*impl, device_args);
+  return launch(impl->combine, combine_grid(params), dim3(detail::kCombineRowsPerBlock * 32), params, stream);
+}
+
+}  // namespace mxattn::cuda

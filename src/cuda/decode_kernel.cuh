@@ -1,0 +1,553 @@
+// The split kernel of flash decoding: one CTA computes one split (SPEC 3) of one query tile for the
+// up to 16 packed rows (query head of the group, query row) of one KV head, so every head of a GQA
+// group shares each K/V load.
+//
+// Four warps stream the split's keys in 16-key steps (warp w takes steps w, w + 4, ...) through
+// their own cp.async pipelines; each step is two m16n8k16 products for Q K^T and one k16 product
+// per 8 value dims for P V, with an online softmax in between. At the end the warps' states are
+// merged in shared memory and the CTA writes the split's partial (O_s normalized by its own sum,
+// L_s in natural log), or the final O and LSE when the query tile has a single non-empty split.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cfloat>
+#include <cmath>
+#include <cstdint>
+
+#include "core/float16.h"
+#include "core/split_plan.h"
+#include "core/visibility.h"
+#include "cuda/decode_load.cuh"
+#include "cuda/decode_params.h"
+#include "cuda/decode_shape.h"
+#include "cuda/device_ops.cuh"
+#include "cuda/kernels.h"
+#include "cuda/kv_format.cuh"
+#include "cuda/output.cuh"
+#include "mx/formats.h"
+
+namespace mxattn::cuda::detail {
+
+// Lazy rescaling: a row's reference maximum moves only when a score exceeds it by more than 2^8,
+// so exp2 never overflows and most steps skip rescaling the accumulators.
+inline constexpr float kRescaleThreshold = 8.0f;
+
+// Q element (b, i, h, d) as f32, whatever its storage (plain or MX with its block scale).
+__device__ __forceinline__ float load_q(const DecodeParams& p, int64_t b, int64_t i, int64_t h,
+                                        int64_t d) {
+  const int64_t row = b * p.q_stride[0] + i * p.q_stride[1] + h * p.q_stride[2];
+  switch (p.q_dtype) {
+    case DType::f32:
+      return static_cast<const float*>(p.q)[row + d * p.q_stride[3]];
+    case DType::f16:
+      return core::f16_to_float(static_cast<const uint16_t*>(p.q)[row + d * p.q_stride[3]]);
+    case DType::bf16:
+      return core::bf16_to_float(static_cast<const uint16_t*>(p.q)[row + d * p.q_stride[3]]);
+    default: {
+      const uint8_t* codes = static_cast<const uint8_t*>(p.q) + row * bits_of(p.q_dtype) / 8;
+      const uint8_t e = p.q_scales[b * p.q_scale_stride[0] + i * p.q_scale_stride[1] +
+                                   h * p.q_scale_stride[2] + (d / 32) * p.q_scale_stride[3]];
+      return mx::decode(p.q_dtype, mx::load_code(p.q_dtype, codes, d)) * mx::decode_scale(e);
+    }
+  }
+}
+
+// The rows and keys of one CTA.
+struct SplitRange {
+  int64_t b = 0;
+  int64_t hkv = 0;
+  int64_t row_first = 0;   // first query row of the tile
+  int64_t tile_rows = 0;   // query rows in the tile
+  int64_t packed_first = 0;  // first packed row of this CTA
+  int block_rows = 0;      // packed rows of this CTA (<= 16)
+  int64_t load_lo = 0;     // keys of the split any row of the tile sees: [load_lo, load_hi]
+  int64_t load_hi = -1;
+  int64_t full_lo = 0;     // keys every row of the tile sees: [full_lo, full_hi]
+  int64_t full_hi = -1;
+  int64_t first_key = 0;   // first key of step 0 (a multiple of 16)
+  int64_t steps = 0;
+
+  __device__ int64_t query_row(int r) const {
+    return row_first + (packed_first + r) % tile_rows;
+  }
+  __device__ int64_t query_head(int r, int64_t group) const {
+    return hkv * group + (packed_first + r) / tile_rows;
+  }
+};
+
+__device__ __forceinline__ SplitRange split_range(const DecodeParams& p, const WorkItem& work,
+                                                  const TileInfo& tile, const core::Visibility& vis) {
+  SplitRange s;
+  s.b = work.b;
+  s.hkv = blockIdx.y / p.row_blocks;
+  s.row_first = int64_t(work.q_tile) * p.tile_m;
+  s.tile_rows = core::min64(p.tile_m, p.seq_q - s.row_first);
+  s.packed_first = int64_t(blockIdx.y % p.row_blocks) * kRowsPerBlock;
+  s.block_rows = int(core::min64(kRowsPerBlock, s.tile_rows * p.group - s.packed_first));
+  const core::TileRun run =
+      core::split_tiles(core::TileRun{tile.run_begin, tile.run_count}, tile.splits, work.split);
+  const int64_t row_last = s.row_first + s.tile_rows - 1;
+  s.load_lo = core::max64(run.begin * p.tile_n, vis.lo(s.row_first));
+  s.load_hi = core::min64((run.begin + run.count) * p.tile_n - 1, vis.hi(row_last));
+  s.full_lo = core::max64(s.load_lo, vis.lo(row_last));
+  s.full_hi = core::min64(s.load_hi, vis.hi(s.row_first));
+  if (run.count > 0 && s.load_hi >= s.load_lo) {
+    s.first_key = s.load_lo / kStepKeys * kStepKeys;
+    s.steps = (s.load_hi - s.first_key) / kStepKeys + 1;
+  }
+  return s;
+}
+
+// Builds the Q operand once per CTA: Q rows staged as f32, each row scaled by a power of two when
+// the key product is f16 (so any Q fits f16's range; the factor returns in the score scale), then
+// split into a rounded part and, where the product type cannot hold Q exactly, the rounding error.
+// Fragment layout: [hi/lo][k step][lane] x 4 registers, in the lane-group element order of K.
+template <DType KV, int DQK>
+__device__ __forceinline__ void build_q_fragments(const DecodeParams& p, const SplitRange& s,
+                                                  float* stage, int* row_exponent,
+                                                  uint32_t* frags) {
+  using Format = KvFormat<KV>;
+  constexpr MmaType kMma = Format::kKeyMma;
+  constexpr int kKSteps = DQK / 16;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  for (int idx = threadIdx.x; idx < kRowsPerBlock * DQK; idx += kWarps * 32) {
+    const int r = idx / DQK, d = idx % DQK;
+    float x = 0.0f;
+    if (r < s.block_rows) x = load_q(p, s.b, s.query_row(r), s.query_head(r, p.group), d);
+    stage[idx] = x;
+  }
+  __syncthreads();
+  // Row exponents: 8 lanes per row, 4 rows per warp.
+  {
+    const int r = warp * 4 + (lane >> 3);
+    float amax = 0.0f;
+    for (int d = lane & 7; d < DQK; d += 8) amax = fmaxf(amax, fabsf(stage[r * DQK + d]));
+#pragma unroll
+    for (int o = 1; o < 8; o <<= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+    int e = 0;
+    if (kMma == MmaType::f16 && amax > 0.0f && amax <= FLT_MAX) e = ilogbf(amax) + 1;
+    if ((lane & 7) == 0) row_exponent[r] = e;
+  }
+  __syncthreads();
+  const int g = lane >> 2, q4 = lane & 3;
+  for (int ks = warp; ks < kKSteps; ks += kWarps) {
+    const int base = 32 * (ks / 2) + 8 * q4;
+    const int pair0 = 2 * (ks % 2);
+    uint32_t hi[4], lo[4];
+#pragma unroll
+    for (int reg = 0; reg < 4; ++reg) {
+      const int r = g + 8 * (reg & 1);
+      const int pair = pair0 + (reg >> 1);
+      float v[2], rest[2];
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const float x = scalbnf(stage[r * DQK + base + pair_element<KV>(pair, half)],
+                                -row_exponent[r]);
+        v[half] = x;
+      }
+      hi[reg] = pack_pair<kMma>(v[0], v[1]);
+#pragma unroll
+      for (int half = 0; half < 2; ++half) rest[half] = v[half] - unpack_half<kMma>(hi[reg], half);
+      lo[reg] = pack_pair<kMma>(rest[0], rest[1]);
+    }
+    *reinterpret_cast<uint4*>(frags + (ks * 32 + lane) * 4) = make_uint4(hi[0], hi[1], hi[2], hi[3]);
+    *reinterpret_cast<uint4*>(frags + ((kKSteps + ks) * 32 + lane) * 4) =
+        make_uint4(lo[0], lo[1], lo[2], lo[3]);
+  }
+  __syncthreads();
+}
+
+// S = Q K^T for one step: two 8-key tiles, lane holding rows g, g+8 and keys 8t + 2q, 8t + 2q + 1.
+// MX keys: each 32-dim block is a separate product of raw codes, scaled in f32 by its keys' scales.
+template <DType KV, int DQK, int DV>
+__device__ __forceinline__ void score_step(const uint8_t* k_tile, const uint32_t* q_frags,
+                                           bool q_has_lo, const StepScales<DQK, DV>& scales,
+                                           float (&s)[2][4]) {
+  using Format = KvFormat<KV>;
+  using Shape = DecodeShape<KV, DQK, DV>;
+  constexpr MmaType kMma = Format::kKeyMma;
+  const int lane = threadIdx.x & 31, g = lane >> 2, q4 = lane & 3;
+#pragma unroll
+  for (int t = 0; t < 2; ++t)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) s[t][e] = 0.0f;
+#pragma unroll
+  for (int blk = 0; blk < DQK / 32; ++blk) {
+    const int offset = (32 * blk + 8 * q4) * Shape::kBits / 8;
+    uint32_t kr[2][4];
+#pragma unroll
+    for (int t = 0; t < 2; ++t) {
+      const int row = 8 * t + g;
+      const int at = tile_byte<Shape::kBits, Shape::kKChunks, Shape::kKRowBytes, false>(row, offset);
+      if constexpr (Format::kMx) {
+        uint32_t w[2];
+        load_group<KV>(k_tile, at, w);
+        decode_group<KV>(w, kr[t]);
+      } else {
+        const uint4 v = *reinterpret_cast<const uint4*>(k_tile + at);
+        kr[t][0] = v.x;
+        kr[t][1] = v.y;
+        kr[t][2] = v.z;
+        kr[t][3] = v.w;
+      }
+    }
+    float c[2][4] = {};
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int ks = 2 * blk + h;
+      const uint4 a4 = *reinterpret_cast<const uint4*>(q_frags + (ks * 32 + lane) * 4);
+      const uint32_t a[4] = {a4.x, a4.y, a4.z, a4.w};
+#pragma unroll
+      for (int t = 0; t < 2; ++t) {
+        if constexpr (Format::kMx) {
+          mma_16x8x16<kMma>(c[t], a, kr[t][2 * h], kr[t][2 * h + 1]);
+        } else {
+          mma_16x8x16<kMma>(s[t], a, kr[t][2 * h], kr[t][2 * h + 1]);
+        }
+      }
+      if (q_has_lo) {
+        const uint4 l4 =
+            *reinterpret_cast<const uint4*>(q_frags + ((Shape::kKSteps + ks) * 32 + lane) * 4);
+        const uint32_t al[4] = {l4.x, l4.y, l4.z, l4.w};
+#pragma unroll
+        for (int t = 0; t < 2; ++t) {
+          if constexpr (Format::kMx) {
+            mma_16x8x16<kMma>(c[t], al, kr[t][2 * h], kr[t][2 * h + 1]);
+          } else {
+            mma_16x8x16<kMma>(s[t], al, kr[t][2 * h], kr[t][2 * h + 1]);
+          }
+        }
+      }
+    }
+    if constexpr (Format::kMx) {
+#pragma unroll
+      for (int t = 0; t < 2; ++t)
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          s[t][e] = fmaf(c[t][e], e8m0_value(scale_byte(scales.k[2 * t + (e & 1)], blk)), s[t][e]);
+    }
+  }
+}
+
+// O += P V for one step. P (lane: rows g, g+8, keys 2q, 2q+1, 2q+8, 2q+9) is already packed as the
+// A operand. Value dims are permuted so that a lane's B columns are contiguous in memory: n-tile
+// 8c + i, column n holds dim 64c + 8n + i.
+template <DType KV, int DQK, int DV>
+__device__ __forceinline__ void value_step(const uint8_t* v_tile, const uint32_t (&pa)[4],
+                                           bool along_keys, const StepScales<DQK, DV>& scales,
+                                           float (&o)[DV / 8][4]) {
+  using Format = KvFormat<KV>;
+  using Shape = DecodeShape<KV, DQK, DV>;
+  constexpr MmaType kMma = Format::kValueMma;
+  const int lane = threadIdx.x & 31, g = lane >> 2, q4 = lane & 3;
+  const int keys[4] = {2 * q4, 2 * q4 + 1, 2 * q4 + 8, 2 * q4 + 9};
+#pragma unroll
+  for (int c = 0; c < DV / 64; ++c) {
+    const int offset = (64 * c + 8 * g) * Shape::kBits / 8;
+    if constexpr (!Format::kMx) {
+      uint32_t rv[4][4];
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        const uint4 v = *reinterpret_cast<const uint4*>(
+            v_tile + tile_byte<Shape::kBits, Shape::kVChunks, Shape::kVRowBytes, true>(keys[k],
+                                                                                       offset));
+        rv[k][0] = v.x;
+        rv[k][1] = v.y;
+        rv[k][2] = v.z;
+        rv[k][3] = v.w;
+      }
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        const uint32_t sel = (i & 1) ? 0x7632u : 0x5410u;
+        const uint32_t b0 = byte_perm(rv[0][i / 2], rv[1][i / 2], sel);
+        const uint32_t b1 = byte_perm(rv[2][i / 2], rv[3][i / 2], sel);
+        mma_16x8x16<kMma>(o[8 * c + i], pa, b0, b1);
+      }
+    } else {
+      float val[4][8];
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        const int at =
+            tile_byte<Shape::kBits, Shape::kVChunks, Shape::kVRowBytes, true>(keys[k], offset);
+        uint32_t w[2], raw[4];
+        load_group<KV>(v_tile, at, w);
+        decode_group<KV>(w, raw);
+        const float key_scale =
+            along_keys ? 1.0f : e8m0_value(scale_byte(scales.v[k], 2 * c + g / 4));
+#pragma unroll
+        for (int pr = 0; pr < 4; ++pr)
+#pragma unroll
+          for (int half = 0; half < 2; ++half) {
+            const int el = pair_element<KV>(pr, half);
+            const float sc = along_keys ? e8m0_value(scale_byte(scales.v[c], el)) : key_scale;
+            val[k][el] = unpack_half<MmaType::f16>(raw[pr], half) * sc;
+          }
+      }
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        mma_16x8x16<kMma>(o[8 * c + i], pa, pack_pair<kMma>(val[0][i], val[1][i]),
+                          pack_pair<kMma>(val[2][i], val[3][i]));
+      }
+    }
+  }
+}
+
+template <DType KV, int DQK, int DV>
+__global__ void __launch_bounds__(kWarps * 32) decode_split_kernel(const __grid_constant__ DecodeParams p) {
+  using Format = KvFormat<KV>;
+  using Shape = DecodeShape<KV, DQK, DV>;
+  extern __shared__ __align__(16) uint8_t smem[];
+  uint8_t* ring = smem;
+  uint32_t* q_frags = reinterpret_cast<uint32_t*>(smem + Shape::kLoopBytes);
+  float* q_stage = reinterpret_cast<float*>(smem + Shape::kLoopBytes + Shape::kQFragBytes);
+  float* warp_max = q_stage + kRowsPerBlock * DQK;      // [kWarps][16]
+  float* warp_sum = warp_max + kWarps * kRowsPerBlock;  // [kWarps][16]
+  int* row_exponent = reinterpret_cast<int*>(warp_sum + kWarps * kRowsPerBlock);  // [16]
+  float* row_lse = reinterpret_cast<float*>(row_exponent + kRowsPerBlock);        // [16]
+
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int g = lane >> 2, q4 = lane & 3;
+
+  const WorkItem work = p.work[blockIdx.x];
+  const TileInfo tile = p.tiles[int64_t(work.b) * p.q_tiles + work.q_tile];
+  const SeqInfo seq = p.seqs[work.b];
+  const core::Visibility vis{seq.last, p.causal, seq.offset, p.window};
+  const SplitRange range = split_range(p, work, tile, vis);
+
+  // Start this warp's copies first, so that they fly while Q is prepared.
+  const int64_t my_steps = range.steps > warp ? (range.steps - warp + kWarps - 1) / kWarps : 0;
+  auto step_key = [&](int64_t it) { return range.first_key + (warp + kWarps * it) * kStepKeys; };
+  auto stage_of = [&](int64_t it) {
+    return ring + (warp * Shape::kStages + int(it % Shape::kStages)) * Shape::kStepBytes;
+  };
+  auto place_of = [&](int64_t key0) {
+    return step_place(p, range.b, key0, core::max64(key0, range.load_lo));
+  };
+#pragma unroll
+  for (int it = 0; it < Shape::kStages - 1; ++it) {
+    if (it < my_steps) {
+      const int64_t key0 = step_key(it);
+      copy_step<Shape>(p, range.hkv, place_of(key0), key0, range.load_lo, range.load_hi,
+                       stage_of(it), lane);
+    } else {
+      copy_async_commit();
+    }
+  }
+
+  build_q_fragments<KV, DQK>(p, range, q_stage, row_exponent, q_frags);
+  const bool q_has_lo = p.q_split_lo;
+
+  // Per-lane row state: rows g (0) and g + 8 (1) of this CTA.
+  float score_scale[2];
+  int64_t query_row[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int row = g + 8 * r;
+    // Q rows were scaled by 2^-exponent, and raw MX key codes are the values times
+    // 2^-kRawExponent: both factors return here.
+    score_scale[r] = scalbnf(p.scale_log2, row_exponent[row] + (Format::kMx ? Format::kRawExponent : 0));
+    query_row[r] = row < range.block_rows ? range.query_row(row) : range.row_first;
+  }
+  // Raw V values carry 2^-kRawExponent too: P carries 2^kRawExponent (and the sum with it).
+  constexpr float kValueShift = Format::kMx ? float(Format::kRawExponent) : 0.0f;
+
+  float o[DV / 8][4];
+#pragma unroll
+  for (int t = 0; t < DV / 8; ++t)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) o[t][e] = 0.0f;
+  float row_max[2] = {-INFINITY, -INFINITY};
+  float row_sum[2] = {0.0f, 0.0f};
+
+  StepScales<DQK, DV> scales{}, next_scales{};
+  if constexpr (Format::kMx) {
+    if (my_steps > 0) {
+      const int64_t key0 = step_key(0);
+      load_step_scales<DQK, DV>(p, range.hkv, place_of(key0), key0, range.load_lo, range.load_hi,
+                                lane, scales);
+    }
+  }
+
+  for (int64_t it = 0; it < my_steps; ++it) {
+    copy_async_wait<Shape::kStages - 2>();
+    __syncwarp();
+    if (it + Shape::kStages - 1 < my_steps) {
+      const int64_t key0 = step_key(it + Shape::kStages - 1);
+      copy_step<Shape>(p, range.hkv, place_of(key0), key0, range.load_lo, range.load_hi,
+                       stage_of(it + Shape::kStages - 1), lane);
+    } else {
+      copy_async_commit();
+    }
+    if constexpr (Format::kMx) {
+      if (it + 1 < my_steps) {
+        const int64_t key0 = step_key(it + 1);
+        load_step_scales<DQK, DV>(p, range.hkv, place_of(key0), key0, range.load_lo,
+                                  range.load_hi, lane, next_scales);
+      }
+    }
+
+    const int64_t key0 = step_key(it);
+    const uint8_t* stage = stage_of(it);
+    float s[2][4];
+    score_step<KV, DQK, DV>(stage, q_frags, q_has_lo, scales, s);
+
+    // Scores in log2 units, masked outside what each row sees.
+    const bool unmasked = key0 >= range.full_lo && key0 + kStepKeys - 1 <= range.full_hi;
+#pragma unroll
+    for (int t = 0; t < 2; ++t)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        float x = s[t][e] * score_scale[e >> 1];
+        if (!unmasked) {
+          const int64_t key = key0 + 8 * t + 2 * q4 + (e & 1);
+          const bool seen = key >= range.load_lo && key <= range.load_hi &&
+                            vis.visible(query_row[e >> 1], key);
+          if (!seen) x = -INFINITY;
+        }
+        s[t][e] = x;
+      }
+
+    float step_max[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      step_max[r] = fmaxf(fmaxf(s[0][2 * r], s[0][2 * r + 1]), fmaxf(s[1][2 * r], s[1][2 * r + 1]));
+      step_max[r] = fmaxf(step_max[r], __shfl_xor_sync(0xffffffffu, step_max[r], 1));
+      step_max[r] = fmaxf(step_max[r], __shfl_xor_sync(0xffffffffu, step_max[r], 2));
+    }
+    const bool grows = step_max[0] > row_max[0] + kRescaleThreshold ||
+                       step_max[1] > row_max[1] + kRescaleThreshold;
+    if (__any_sync(0xffffffffu, grows)) {
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const float new_max = fmaxf(row_max[r], step_max[r]);
+        const float alpha = new_max == -INFINITY ? 1.0f : exp2f(row_max[r] - new_max);
+        row_max[r] = new_max;
+        row_sum[r] *= alpha;
+#pragma unroll
+        for (int t = 0; t < DV / 8; ++t) {
+          o[t][2 * r] *= alpha;
+          o[t][2 * r + 1] *= alpha;
+        }
+      }
+    }
+    float base[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) base[r] = (row_max[r] == -INFINITY ? 0.0f : row_max[r]) - kValueShift;
+#pragma unroll
+    for (int t = 0; t < 2; ++t)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        s[t][e] = exp2f(s[t][e] - base[e >> 1]);
+        row_sum[e >> 1] += s[t][e];
+      }
+    constexpr MmaType kValueMma = Format::kValueMma;
+    const uint32_t pa[4] = {pack_pair<kValueMma>(s[0][0], s[0][1]),
+                            pack_pair<kValueMma>(s[0][2], s[0][3]),
+                            pack_pair<kValueMma>(s[1][0], s[1][1]),
+                            pack_pair<kValueMma>(s[1][2], s[1][3])};
+    value_step<KV, DQK, DV>(stage + kStepKeys * Shape::kKRowBytes, pa, p.v_scales_along_keys,
+                            scales, o);
+    __syncwarp();
+    if constexpr (Format::kMx) scales = next_scales;
+  }
+  copy_async_wait<0>();
+
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    row_sum[r] += __shfl_xor_sync(0xffffffffu, row_sum[r], 1);
+    row_sum[r] += __shfl_xor_sync(0xffffffffu, row_sum[r], 2);
+  }
+
+  // Merge the four warps: each writes its unnormalized O and its (max, sum) per row.
+  __syncthreads();
+  float* merge = reinterpret_cast<float*>(ring);
+#pragma unroll
+  for (int c = 0; c < DV / 64; ++c)
+#pragma unroll
+    for (int i = 0; i < 8; ++i)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int row = g + 8 * (e >> 1);
+        const int dim = 64 * c + 8 * (2 * q4 + (e & 1)) + i;
+        merge[(warp * kRowsPerBlock + row) * Shape::kMergeStride + dim] = o[8 * c + i][e];
+      }
+  if (q4 == 0) {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      warp_max[warp * kRowsPerBlock + g + 8 * r] = row_max[r];
+      warp_sum[warp * kRowsPerBlock + g + 8 * r] = row_sum[r];
+    }
+  }
+  __syncthreads();
+  if (threadIdx.x < kRowsPerBlock) {
+    const int row = threadIdx.x;
+    float m = -INFINITY;
+    for (int w = 0; w < kWarps; ++w) m = fmaxf(m, warp_max[w * kRowsPerBlock + row]);
+    float factor[kWarps], sum = 0.0f;
+    for (int w = 0; w < kWarps; ++w) {
+      const float mw = warp_max[w * kRowsPerBlock + row];
+      factor[w] = mw == -INFINITY ? 0.0f : exp2f(mw - m);
+      sum += factor[w] * warp_sum[w * kRowsPerBlock + row];
+    }
+    // Each warp's weight in the row, factor_w / sum (0 for a row that saw nothing), replaces its
+    // sum: only this thread reads or writes this row's entries.
+    for (int w = 0; w < kWarps; ++w) {
+      warp_sum[w * kRowsPerBlock + row] = sum == 0.0f ? 0.0f : factor[w] / sum;
+    }
+    row_lse[row] = sum == 0.0f ? -INFINITY
+                               : (m + log2f(sum) - kValueShift) * 0.69314718055994531f;
+  }
+  __syncthreads();
+
+  const bool write_final = work.split == 0 && tile.count <= 1;
+  const bool write_partial = tile.count >= 2 || p.write_all_partials;
+  for (int idx = threadIdx.x; idx < range.block_rows * DV; idx += kWarps * 32) {
+    const int row = idx / DV, dim = idx % DV;
+    float x = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) {
+      x += merge[(w * kRowsPerBlock + row) * Shape::kMergeStride + dim] *
+           warp_sum[w * kRowsPerBlock + row];
+    }
+    const int64_t i = range.query_row(row), h = range.query_head(row, p.group);
+    if (write_final) {
+      store_output(p, range.b * p.o_stride[0] + i * p.o_stride[1] + h * p.o_stride[2] +
+                          dim * p.o_stride[3],
+                   x);
+    }
+    if (write_partial) {
+      p.part_o[work.split * p.part_o_stride[0] + range.b * p.part_o_stride[1] +
+               i * p.part_o_stride[2] + h * p.part_o_stride[3] + dim * p.part_o_stride[4]] = x;
+    }
+  }
+  if (threadIdx.x < range.block_rows) {
+    const int row = threadIdx.x;
+    const int64_t i = range.query_row(row), h = range.query_head(row, p.group);
+    if (write_final && p.lse != nullptr) {
+      p.lse[range.b * p.lse_stride[0] + h * p.lse_stride[1] + i * p.lse_stride[2]] = row_lse[row];
+    }
+    if (write_partial) {
+      p.part_lse[work.split * p.part_lse_stride[0] + range.b * p.part_lse_stride[1] +
+                 h * p.part_lse_stride[2] + i * p.part_lse_stride[3]] = row_lse[row];
+    }
+  }
+}
+
+template <DType KV, int DQK, int DV>
+KernelRef decode_kernel_ref() {
+  return {reinterpret_cast<const void*>(&decode_split_kernel<KV, DQK, DV>),
+          DecodeShape<KV, DQK, DV>::kSmemBytes};
+}
+
+// The instances of one KV type: (64, 64), (128, 128), (256, 256), (192, 128).
+template <DType KV>
+KernelRef decode_kernel_for_dims(int64_t dim_qk, int64_t dim_v) {
+  if (dim_qk == 64 && dim_v == 64) return decode_kernel_ref<KV, 64, 64>();
+  if (dim_qk == 128 && dim_v == 128) return decode_kernel_ref<KV, 128, 128>();
+  if (dim_qk == 256 && dim_v == 256) return decode_kernel_ref<KV, 256, 256>();
+  if (dim_qk == 192 && dim_v == 128) return decode_kernel_ref<KV, 192, 128>();
+  return {};
+}
+
+}  // namespace mxattn::cuda::detail

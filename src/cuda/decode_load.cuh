@@ -1,0 +1,161 @@
+// Loading side of the split kernel: where a 16-key step of one KV head lives (dense or paged), the
+// asynchronous copy of its K and V rows into a warp's shared-memory stage, and the lane's E8M0 scales
+// for that step. Keys outside the split's loadable range are never read: their rows are zero-filled
+// and their scales read as 1.
+#pragma once
+
+#include <cstdint>
+
+#include "cuda/decode_params.h"
+#include "cuda/decode_shape.h"
+#include "cuda/device_ops.cuh"
+
+namespace mxattn::cuda::detail {
+
+// Physical 16-byte chunk of logical chunk `chunk` in row `row` of a stage tile: an XOR swizzle
+// that spreads the rows a fragment read touches over all banks (none for FP6, whose rows are not
+// a power of two chunks long).
+template <int kBits, int kChunks, bool kValues>
+__device__ __forceinline__ int swizzled_chunk(int row, int chunk) {
+  if constexpr ((kChunks & (kChunks - 1)) != 0) {
+    return chunk;
+  } else {
+    int x;
+    if constexpr (kValues) {
+      x = kBits == 4 ? (row >> 1) & 3 : row & 6;
+    } else {
+      x = kBits == 16 ? (row & 1) << 2 : (kBits == 8 ? (row & 3) << 1 : row & 7);
+    }
+    return chunk ^ (x & (kChunks - 1));
+  }
+}
+
+// Byte address of byte `offset` of row `row` in a swizzled tile (reads never cross a chunk).
+template <int kBits, int kChunks, int kRowBytes, bool kValues>
+__device__ __forceinline__ int tile_byte(int row, int offset) {
+  return row * kRowBytes + (swizzled_chunk<kBits, kChunks, kValues>(row, offset >> 4) << 4) +
+         (offset & 15);
+}
+
+// The 16 keys [key0, key0 + 16) of one step: the batch entry or page holding them (a step never
+// spans two pages, since page sizes are multiples of 16) and the slot of key0 in it.
+struct StepPlace {
+  int64_t outer = 0;
+  int64_t slot0 = 0;
+};
+
+__device__ __forceinline__ StepPlace step_place(const DecodeParams& p, int64_t b, int64_t key0,
+                                                int64_t valid_key) {
+  if (p.page_size == 0) return {b, key0};
+  const int64_t page = p.block_table[b * p.block_table_stride + valid_key / p.page_size];
+  return {page, key0 % p.page_size};
+}
+
+// Issues the copies of one step's K and V rows into `stage`; keys outside [lo, hi] are zero-filled.
+template <class Shape>
+__device__ __forceinline__ void copy_step(const DecodeParams& p, int64_t hkv, StepPlace at,
+                                          int64_t key0, int64_t lo, int64_t hi, uint8_t* stage,
+                                          int lane) {
+  constexpr int kKCopies = kStepKeys * Shape::kKChunks;
+  constexpr int kCopies = kKCopies + kStepKeys * Shape::kVChunks;
+  const uint8_t* k_rows = p.k + at.outer * p.k_stride[0] + hkv * p.k_stride[2];
+  const uint8_t* v_rows = p.v + at.outer * p.v_stride[0] + hkv * p.v_stride[2];
+#pragma unroll
+  for (int u = 0; u < (kCopies + 31) / 32; ++u) {
+    const int c = lane + 32 * u;
+    if (kCopies % 32 != 0 && c >= kCopies) break;
+    const bool is_key = c < kKCopies;
+    const int cv = c - kKCopies;
+    const int row = is_key ? c / Shape::kKChunks : cv / Shape::kVChunks;
+    const int chunk = is_key ? c % Shape::kKChunks : cv % Shape::kVChunks;
+    const int64_t key = key0 + row;
+    const bool valid = key >= lo && key <= hi;
+    const int64_t slot = at.slot0 + row;
+    const uint8_t* src = is_key ? k_rows + slot * p.k_stride[1] + chunk * 16
+                                : v_rows + slot * p.v_stride[1] + chunk * 16;
+    uint8_t* dst =
+        is_key ? stage + row * Shape::kKRowBytes +
+                     swizzled_chunk<Shape::kBits, Shape::kKChunks, false>(row, chunk) * 16
+               : stage + kStepKeys * Shape::kKRowBytes + row * Shape::kVRowBytes +
+                     swizzled_chunk<Shape::kBits, Shape::kVChunks, true>(row, chunk) * 16;
+    copy_async_16(dst, valid ? src : p.k, valid);
+  }
+  copy_async_commit();
+}
+
+// `kBytes` consecutive scale bytes (2, 4, 6 or 8; aligned to 2 at least) as little-endian words.
+template <int kBytes>
+__device__ __forceinline__ void load_scale_bytes(const uint8_t* src, uint32_t (&w)[2]) {
+  if constexpr (kBytes == 8) {
+    const uint2 v = *reinterpret_cast<const uint2*>(src);
+    w[0] = v.x;
+    w[1] = v.y;
+  } else if constexpr (kBytes == 4) {
+    w[0] = *reinterpret_cast<const uint32_t*>(src);
+    w[1] = 0x7f7f7f7fu;
+  } else if constexpr (kBytes == 6) {
+    const uint16_t* h = reinterpret_cast<const uint16_t*>(src);
+    w[0] = uint32_t(h[0]) | (uint32_t(h[1]) << 16);
+    w[1] = uint32_t(h[2]) | 0x7f7f0000u;
+  } else {
+    w[0] = uint32_t(*reinterpret_cast<const uint16_t*>(src)) | 0x7f7f0000u;
+    w[1] = 0x7f7f7f7fu;
+  }
+}
+
+__device__ __forceinline__ uint32_t scale_byte(const uint32_t (&w)[2], int index) {
+  return (w[index >> 2] >> (8 * (index & 3))) & 0xffu;
+}
+
+// The E8M0 scales one lane needs for one step. K: the four keys of its score columns (8t + 2q + e),
+// every block. V along the head dim: its four value keys (2q, 2q+1, 2q+8, 2q+9), every block; along
+// the keys: the step's key block, the 8 dims of each of its 64-dim chunks.
+template <int DQK, int DV>
+struct StepScales {
+  uint32_t k[4][2];
+  uint32_t v[4][2];
+};
+
+template <int DQK, int DV>
+__device__ __forceinline__ void load_step_scales(const DecodeParams& p, int64_t hkv, StepPlace at,
+                                                 int64_t key0, int64_t lo, int64_t hi, int lane,
+                                                 StepScales<DQK, DV>& s) {
+  const int g = lane >> 2, q4 = lane & 3;
+  constexpr int kKBytes = DQK / 32;
+  constexpr int kVBytes = DV / 32;
+#pragma unroll
+  for (int e = 0; e < 4; ++e) {
+    const int row = 8 * (e >> 1) + 2 * q4 + (e & 1);
+    const int64_t key = key0 + row;
+    if (key >= lo && key <= hi) {
+      const int64_t slot = at.slot0 + row;
+      load_scale_bytes<kKBytes>(
+          p.k_scales + ((at.outer * p.kv_slots + slot) * p.heads_kv + hkv) * kKBytes, s.k[e]);
+    } else {
+      s.k[e][0] = s.k[e][1] = 0x7f7f7f7fu;
+    }
+  }
+  if (!p.v_scales_along_keys) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int row = 2 * q4 + (e & 1) + 8 * (e >> 1);
+      const int64_t key = key0 + row;
+      if (key >= lo && key <= hi) {
+        const int64_t slot = at.slot0 + row;
+        load_scale_bytes<kVBytes>(
+            p.v_scales + ((at.outer * p.kv_slots + slot) * p.heads_kv + hkv) * kVBytes, s.v[e]);
+      } else {
+        s.v[e][0] = s.v[e][1] = 0x7f7f7f7fu;
+      }
+    }
+  } else {
+    // Every step holds a loadable key, so its key block is a real one.
+    const int64_t blocks = (p.kv_slots + 31) / 32;
+    const uint8_t* row =
+        p.v_scales + ((at.outer * p.heads_kv + hkv) * blocks + at.slot0 / 32) * DV + 8 * g;
+#pragma unroll
+    for (int c = 0; c < DV / 64; ++c) load_scale_bytes<8>(row + 64 * c, s.v[c]);
+  }
+}
+
+}  // namespace mxattn::cuda::detail

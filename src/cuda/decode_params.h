@@ -1,0 +1,99 @@
+// The one parameter struct of the decode kernels, and the plan's device-side tables. Filled on the
+// host by decode_api.cpp from a validated problem; the kernels never check arguments.
+#pragma once
+
+#include <cstdint>
+
+#include "mxattn/dtype.h"
+
+namespace mxattn::cuda::detail {
+
+// The rows of one CTA: the packed rows (head of the group, query row) of a query tile, 16 at a
+// time, so that every query head of a KV group shares each K/V load.
+inline constexpr int kRowsPerBlock = 16;
+inline constexpr int kWarps = 4;
+inline constexpr int kStepKeys = 16;  // keys one warp consumes per main-loop step
+
+// Visibility of one batch entry (core::Visibility's last and offset, from Problem::visibility).
+struct SeqInfo {
+  int64_t last = -1;
+  int64_t offset = 0;
+};
+
+// One query tile's SPEC 3 partition, from core::query_tile on the host.
+struct TileInfo {
+  int64_t run_begin = 0;
+  int64_t run_count = 0;
+  int32_t splits = 1;
+  int32_t count = 0;
+};
+
+// One CTA of the split kernel (times heads_kv * row_blocks in gridDim.y).
+struct WorkItem {
+  int32_t b = 0;
+  int32_t q_tile = 0;
+  int32_t split = 0;
+  int32_t unused = 0;
+};
+
+struct DecodeParams {
+  // Q [B, Sq, Hq, Dqk] in element strides; MX Q has E8M0 scales [B, Sq, Hq, Dqk/32].
+  const void* q = nullptr;
+  DType q_dtype = DType::f32;
+  bool q_split_lo = false;  // the key product type cannot hold Q exactly: add its rounding error
+  int64_t q_stride[4] = {};
+  const uint8_t* q_scales = nullptr;
+  int64_t q_scale_stride[4] = {};
+
+  // K and V rows: (batch or page, key or slot, kv head) in bytes; the head dim is contiguous.
+  const uint8_t* k = nullptr;
+  int64_t k_stride[3] = {};
+  const uint8_t* v = nullptr;
+  int64_t v_stride[3] = {};
+  // Contiguous E8M0 scales. K: [outer, slots, Hkv, Dqk/32]. V along the head dim: [outer, slots,
+  // Hkv, Dv/32]; along the keys: [outer, Hkv, ceil(slots/32), Dv].
+  const uint8_t* k_scales = nullptr;
+  const uint8_t* v_scales = nullptr;
+  bool v_scales_along_keys = false;
+  int64_t kv_slots = 0;  // keys per batch entry (dense) or per page (paged)
+
+  // Outputs. O [B, Sq, Hq, Dv] and LSE [B, Hq, Sq] (optional) in element strides.
+  void* o = nullptr;
+  DType o_dtype = DType::f32;
+  int64_t o_stride[4] = {};
+  float* lse = nullptr;
+  int64_t lse_stride[3] = {};
+  // Partials O_s [S, B, Sq, Hq, Dv] and L_s [S, B, Hq, Sq]: the user's views or the workspace.
+  float* part_o = nullptr;
+  int64_t part_o_stride[5] = {};
+  float* part_lse = nullptr;
+  int64_t part_lse_stride[4] = {};
+  bool write_all_partials = false;  // the user asked for the partials: write them for every tile
+  int32_t* counts = nullptr;        // optional exact counts [B, Hq, Sq]
+  int64_t counts_stride[3] = {};
+
+  // The plan's device tables.
+  const SeqInfo* seqs = nullptr;      // [B]
+  const TileInfo* tiles = nullptr;    // [B, q_tiles]
+  const WorkItem* work = nullptr;     // [gridDim.x]
+  const int32_t* block_table = nullptr;  // paged: [B, max_pages]
+  int64_t block_table_stride = 0;
+
+  int64_t batch = 0;
+  int64_t seq_q = 0;
+  int64_t heads_q = 0;
+  int64_t heads_kv = 0;
+  int64_t group = 1;
+  int64_t dim_v = 0;
+  int64_t page_size = 0;  // 0: dense
+  bool causal = false;
+  int64_t window = -1;
+  float scale_log2 = 0.0f;  // softmax scale times log2(e)
+
+  int64_t tile_m = 16;
+  int64_t tile_n = 32;
+  int64_t q_tiles = 1;
+  int64_t row_blocks = 1;  // ceil(tile rows * group / kRowsPerBlock)
+};
+
+}  // namespace mxattn::cuda::detail

@@ -1,0 +1,11 @@
+// Split-kernel instances for K/V stored as e5m2 (one translation unit per type keeps builds parallel).
+#include "cuda/decode_kernel.cuh"
+
+namespace mxattn::cuda::detail {
+
+template <>
+KernelRef split_kernel_of<DType::e5m2>(int64_t dim_qk, int64_t dim_v) {
+  return decode_kernel_for_dims<DType::e5m2>(dim_qk, dim_v);
+}
+
+}  // namespace mxattn::cuda::detail

@@ -1,0 +1,188 @@
+// Properties that hold bit for bit on both CPU engines: GQA is KV heads repeated, an all-present
+// sparse layout is dense, a paged cache is the dense one, memory outside the valid keys changes
+// nothing, and rows that see nothing give exactly 0 and -inf on every path.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+
+#include "core/plan.h"
+#include "core/problem.h"
+#include "cpu/compare.h"
+#include "cpu/engines.h"
+#include "cpu/problem_gen.h"
+
+namespace mxattn::test {
+namespace {
+
+class ExactTest : public ::testing::TestWithParam<Engine> {
+ protected:
+  Outputs run(TestProblem& p) {
+    const Status st = p.run(GetParam());
+    EXPECT_TRUE(st.is_ok()) << st.message();
+    return p.outputs();
+  }
+};
+
+SpecRange small_range() {
+  SpecRange r;
+  r.max_work = 800'000;
+  return r;
+}
+
+// KV head h of the data, repeated for every query head that reads it.
+ProblemData repeat_kv_heads(const Spec& spec, const ProblemData& d) {
+  ProblemData r = d;
+  const int64_t g = spec.group();
+  const auto repeat = [&](const std::vector<float>& src, int64_t rows, int64_t dim) {
+    std::vector<float> out;
+    for (int64_t row = 0; row < rows; ++row)
+      for (int64_t h = 0; h < spec.heads_q; ++h) {
+        const auto first = src.begin() + (row * spec.heads_kv + h / g) * dim;
+        out.insert(out.end(), first, first + dim);
+      }
+    return out;
+  };
+  r.k = repeat(d.k, spec.batch * spec.seq_k, spec.dim_qk);
+  r.v = repeat(d.v, spec.batch * spec.seq_k, spec.dim_v);
+  if (!d.k_mean.empty()) r.k_mean = repeat(d.k_mean, spec.batch, spec.dim_qk);
+  return r;
+}
+
+TEST_P(ExactTest, GqaEqualsRepeatedKvHeads) {
+  for (uint64_t seed = 4001; seed <= 4020; ++seed) {
+    SpecRange range = small_range();
+    range.max_heads_kv = 2;
+    Spec spec = random_spec(seed, range);
+    if (spec.group() == 1) spec.heads_q = spec.heads_kv * int64_t(2 + seed % 4);
+    SCOPED_TRACE(spec.describe());
+    TestProblem grouped(spec);
+    const Outputs want = run(grouped);
+
+    Spec repeated = spec;
+    repeated.heads_kv = spec.heads_q;
+    TestProblem mha(repeated, repeat_kv_heads(spec, grouped.data()));
+    ASSERT_TRUE(outputs_bitwise_equal(want, run(mha)));
+  }
+}
+
+TEST_P(ExactTest, AllPresentSparseLayoutEqualsDense) {
+  for (uint64_t seed = 5001; seed <= 5020; ++seed) {
+    SpecRange range = small_range();
+    range.sparse = false;
+    Spec spec = random_spec(seed, range);
+    spec.block_q = int32_t(16 << (seed % 3));
+    spec.block_k = int32_t(16 << ((seed / 3) % 3));
+    spec.sparse_density = 1.0;
+    spec.sparse_per_batch = seed % 2 == 0;
+    SCOPED_TRACE(spec.describe());
+    TestProblem sparse(spec);
+    const Outputs want = run(sparse);
+
+    // The dense run uses the tiles the sparse plan settled on, so both share one partition.
+    core::Problem problem;
+    ASSERT_TRUE(core::validate_problem(sparse.args(), &problem).is_ok());
+    const core::SplitParams tiles = core::resolve_split(problem, cpu::kTileM, cpu::kTileN);
+    Spec dense = spec;
+    dense.block_q = dense.block_k = 0;
+    dense.tile_m = int32_t(tiles.tile_m);
+    dense.tile_n = int32_t(tiles.tile_n);
+    ProblemData data = sparse.data();
+    data.row_ptr.clear();
+    data.col_idx.clear();
+    TestProblem p(dense, data);
+    ASSERT_TRUE(outputs_bitwise_equal(want, run(p)));
+  }
+}
+
+TEST_P(ExactTest, PagedEqualsDense) {
+  for (uint64_t seed = 6001; seed <= 6020; ++seed) {
+    SpecRange range = small_range();
+    range.paged = false;
+    Spec spec = random_spec(seed, range);
+    spec.page_size = spec.v_axis == VScaleAxis::keys ? 32 : int64_t(16 << (seed % 3));
+    spec.seq_k = (spec.seq_k + spec.page_size - 1) / spec.page_size * spec.page_size;
+    spec.spare_pages = int64_t(seed % 3);
+    for (int32_t& len : spec.kv_len) len = int32_t(std::min<int64_t>(len, spec.seq_k));
+    SCOPED_TRACE(spec.describe());
+    TestProblem paged(spec);
+    const Outputs want = run(paged);
+
+    Spec dense = spec;
+    dense.page_size = 0;
+    dense.spare_pages = 0;
+    ProblemData data = paged.data();
+    data.block_table.clear();
+    data.num_pages = 0;
+    TestProblem p(dense, data);
+    ASSERT_TRUE(outputs_bitwise_equal(want, run(p)));
+  }
+}
+
+// NaN and Inf in every key slot past kv_len and in every page outside the block table.
+TEST_P(ExactTest, PaddingContentsChangeNothing) {
+  for (uint64_t seed = 7001; seed <= 7030; ++seed) {
+    Spec spec = random_spec(seed, small_range());
+    if (spec.kv_len.empty()) spec.kv_len.assign(size_t(spec.batch), int32_t(spec.seq_k / 2));
+    if (spec.paged()) spec.spare_pages = 2;
+    spec.poison_padding = false;
+    SCOPED_TRACE(spec.describe());
+    TestProblem clean(spec);
+    const Outputs want = run(clean);
+
+    spec.poison_padding = true;
+    TestProblem poisoned(spec);
+    ASSERT_TRUE(outputs_bitwise_equal(want, run(poisoned)));
+  }
+}
+
+// Problems rich in empty rows (zero lengths, narrow windows, misaligned causal diagonals, sparse
+// gaps), run through every split path.
+TEST_P(ExactTest, EmptyRowsAreZeroAndMinusInfOnEveryPath) {
+  int64_t empty_rows = 0;
+  for (uint64_t seed = 8001; seed <= 8015; ++seed) {
+    Spec spec = random_spec(seed, small_range());
+    spec.kv_len.assign(size_t(spec.batch), 0);
+    for (int64_t b = 1; b < spec.batch; ++b)
+      spec.kv_len[size_t(b)] = int32_t((seed * b) % (spec.seq_k + 1));
+    if (seed % 2) spec.causal = Causal::bottom_right;
+    if (seed % 3 == 0) spec.window = 0;
+    if (spec.causal == Causal::prefix) spec.prefix_offset.assign(size_t(spec.batch), 0);
+    if (spec.sparse()) spec.sparse_density = 0.3;
+    spec.lse = true;
+    for (int32_t split_kv : {1, 3, 0}) {
+      for (bool partials : {false, true}) {
+        Spec path = spec;
+        path.split_kv = split_kv;
+        path.partials = partials;
+        path.early_exit = partials && split_kv != 1;
+        SCOPED_TRACE(path.describe());
+        TestProblem p(path);
+        const Outputs out = run(p);
+        ASSERT_TRUE(empty_rows_exact(p, out, &empty_rows));
+      }
+    }
+  }
+  EXPECT_GT(empty_rows, 0);
+}
+
+// The thread count shares out work, never arithmetic.
+TEST_P(ExactTest, ThreadCountChangesNothing) {
+  for (uint64_t seed = 12001; seed <= 12010; ++seed) {
+    const Spec spec = random_spec(seed, small_range());
+    SCOPED_TRACE(spec.describe());
+    TestProblem p(spec);
+    ASSERT_TRUE(p.run(GetParam(), 1).is_ok());
+    const Outputs want = p.outputs();
+    for (int threads : {2, 3}) {
+      SCOPED_TRACE(threads);
+      ASSERT_TRUE(p.run(GetParam(), threads).is_ok());
+      ASSERT_TRUE(outputs_bitwise_equal(want, p.outputs()));
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(CpuEngines, ExactTest,
+                         ::testing::Values(Engine::cpu_reference, Engine::cpu_fast), engine_name);
+
+}  // namespace
+}  // namespace mxattn::test

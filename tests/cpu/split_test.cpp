@@ -1,0 +1,138 @@
+// Split-KV on both CPU engines: every split count agrees with the unsplit result, the fast engine's
+// partials agree with the reference's split by split, and early exit leaves unused splits
+// unwritten.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+
+#include "cpu/compare.h"
+#include "cpu/problem_gen.h"
+
+namespace mxattn::test {
+namespace {
+
+class SplitTest : public ::testing::TestWithParam<Engine> {};
+
+// Small problems with small key tiles, so that a handful of split counts covers "beyond the tiles".
+SpecRange split_range() {
+  SpecRange r;
+  r.max_work = 600'000;
+  r.max_seq_k = 100;
+  r.split = false;
+  return r;
+}
+
+TEST_P(SplitTest, EverySplitCountMatchesUnsplit) {
+  for (uint64_t seed = 1001; seed <= 1012; ++seed) {
+    Spec spec = random_spec(seed, split_range());
+    spec.tile_n = seed % 2 ? 8 : 16;
+    spec.tile_m = seed % 3 ? 16 : 1;
+    SCOPED_TRACE(spec.describe());
+    TestProblem unsplit(spec);
+    ASSERT_TRUE(unsplit.run(GetParam()).is_ok());
+    const Outputs want = unsplit.outputs();
+    const int32_t beyond = int32_t((spec.seq_k + spec.tile_n - 1) / spec.tile_n + 2);
+    for (int32_t split_kv = 0; split_kv <= beyond; ++split_kv) {
+      Spec split = spec;
+      split.split_kv = split_kv;
+      split.partials = split_kv % 2 == 0;
+      split.counts = true;
+      split.early_exit = split_kv % 3 == 0;
+      SCOPED_TRACE(split_kv);
+      TestProblem p(split);
+      ASSERT_TRUE(p.run(GetParam()).is_ok());
+      const Outputs got = p.outputs();
+      ASSERT_TRUE(empty_rows_exact(p, got));
+      ASSERT_TRUE(values_close(want.o, got.o, output_tolerance(spec.o_type), "O"));
+      ASSERT_TRUE(values_close(want.lse, got.lse, lse_tolerance(), "LSE"));
+    }
+  }
+}
+
+// After a run with early exit, every slot at or past a row's count still holds the NaN poison, and
+// O and LSE are bit for bit those of the run that wrote every split.
+TEST_P(SplitTest, EarlyExitLeavesUnusedSplitsUnwritten) {
+  int64_t untouched_slots = 0;
+  for (uint64_t seed = 2001; seed <= 2025; ++seed) {
+    Spec spec = random_spec(seed, split_range());
+    spec.split_kv = seed % 4 == 0 ? 0 : int32_t(2 + seed % 5);
+    spec.tile_n = 8;
+    spec.tile_m = int32_t(seed % 2 ? 4 : 16);
+    spec.partials = true;
+    spec.counts = true;
+    SCOPED_TRACE(spec.describe());
+    TestProblem every_split(spec);
+    ASSERT_TRUE(every_split.run(GetParam()).is_ok());
+    const Outputs want = every_split.outputs();
+
+    spec.early_exit = true;
+    TestProblem p(spec);
+    ASSERT_TRUE(p.run(GetParam()).is_ok());
+    const Outputs got = p.outputs();
+    ASSERT_TRUE(values_bitwise_equal(want.o, got.o, "O"));
+    ASSERT_TRUE(values_bitwise_equal(want.lse, got.lse, "LSE"));
+    ASSERT_EQ(want.counts, got.counts);
+    const int64_t rows = spec.batch * spec.heads_q * spec.seq_q;
+    for (int64_t b = 0; b < spec.batch; ++b)
+      for (int64_t h = 0; h < spec.heads_q; ++h)
+        for (int64_t i = 0; i < spec.seq_q; ++i) {
+          const int64_t row = (b * spec.heads_q + h) * spec.seq_q + i;
+          const int64_t count = got.counts[size_t(row)];
+          for (int64_t s = count; s < p.slots(); ++s) {
+            ASSERT_TRUE(std::isnan(got.partial_lse[size_t(s * rows + row)]))
+                << "L_s written at slot " << s << " of row " << row << " (count " << count << ")";
+            const size_t o_at = size_t(((s * spec.batch + b) * spec.seq_q + i) * spec.heads_q + h) *
+                                size_t(spec.dim_v);
+            ASSERT_TRUE(std::isnan(got.partial_o[o_at])) << "O_s written at slot " << s;
+            ++untouched_slots;
+          }
+        }
+  }
+  EXPECT_GT(untouched_slots, 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(CpuEngines, SplitTest,
+                         ::testing::Values(Engine::cpu_reference, Engine::cpu_fast), engine_name);
+
+// The fast engine's partials against the reference's, slot by slot below each row's exact count.
+TEST(SplitPartials, FastMatchesReferenceSplitBySplit) {
+  for (uint64_t seed = 3001; seed <= 3040; ++seed) {
+    Spec spec = random_spec(seed, split_range());
+    spec.split_kv = seed % 3 == 0 ? 0 : int32_t(1 + seed % 6);
+    spec.tile_n = int32_t(seed % 2 ? 8 : 32);
+    spec.tile_m = int32_t(seed % 5 ? 16 : 64);
+    spec.partials = true;
+    spec.counts = true;
+    spec.early_exit = seed % 2 == 0;
+    SCOPED_TRACE(spec.describe());
+    TestProblem p(spec);
+    ASSERT_TRUE(p.run(Engine::cpu_reference).is_ok());
+    const Outputs want = p.outputs();
+    ASSERT_TRUE(p.run(Engine::cpu_fast).is_ok());
+    const Outputs got = p.outputs();
+    ASSERT_EQ(want.counts, got.counts);
+    const int64_t rows = spec.batch * spec.heads_q * spec.seq_q;
+    for (int64_t s = 0; s < p.slots(); ++s)
+      for (int64_t b = 0; b < spec.batch; ++b)
+        for (int64_t h = 0; h < spec.heads_q; ++h)
+          for (int64_t i = 0; i < spec.seq_q; ++i) {
+            const int64_t row = (b * spec.heads_q + h) * spec.seq_q + i;
+            if (s >= want.counts[size_t(row)]) continue;
+            SCOPED_TRACE(::testing::Message() << "slot " << s << " row " << row);
+            const size_t at = size_t(s * rows + row);
+            ASSERT_TRUE(values_close({want.partial_lse[at]}, {got.partial_lse[at]}, lse_tolerance(),
+                                     "L_s"));
+            const size_t o_at = size_t(((s * spec.batch + b) * spec.seq_q + i) * spec.heads_q + h) *
+                                size_t(spec.dim_v);
+            const std::vector<float> want_o(want.partial_o.begin() + int64_t(o_at),
+                                            want.partial_o.begin() + int64_t(o_at) + spec.dim_v);
+            const std::vector<float> got_o(got.partial_o.begin() + int64_t(o_at),
+                                           got.partial_o.begin() + int64_t(o_at) + spec.dim_v);
+            ASSERT_TRUE(values_close(want_o, got_o, output_tolerance(DType::f32), "O_s"));
+          }
+  }
+}
+
+}  // namespace
+}  // namespace mxattn::test

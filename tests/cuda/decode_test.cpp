@@ -1,0 +1,399 @@
+// The CUDA decode engine against the f64 CPU reference on random problems of every feature it
+// supports, outputs poisoned before each run; partials split by split against the reference run
+// with the same partition; exact results of rows that see nothing; CUDA graph replay; batch
+// invariance; errors.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/plan.h"
+#include "core/problem.h"
+#include "core/validate.h"
+#include "cpu/compare.h"
+#include "cpu/problem_gen.h"
+#include "cuda/device_problem.h"
+#include "mxattn/cuda.h"
+
+namespace mxattn::test {
+namespace {
+
+// The engine rounds P to bf16 (f16 for f16 values) before P V, as flash attention does; scores and
+// sums stay f32.
+Tolerance decode_output_tolerance(DType type) {
+  const double rounding = type == DType::bf16 ? 0x1p-7 : type == DType::f16 ? 0x1p-10 : 0.0;
+  return {4e-3, 4e-3 + rounding};
+}
+Tolerance decode_lse_tolerance() {
+  return {5e-4, 5e-5};
+}
+
+int64_t work_of(const Spec& s) {
+  return s.batch * s.heads_q * s.seq_q * s.seq_k * (s.dim_qk + s.dim_v);
+}
+
+// A random problem within what the CUDA decode engine supports, K and V stored as `kv`.
+Spec decode_spec(uint64_t seed, DType kv, int64_t max_keys, int64_t max_work) {
+  std::mt19937_64 rng(seed);
+  const auto uniform = [&](int64_t lo, int64_t hi) {
+    return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
+  };
+  const auto chance = [&](double p) { return std::uniform_real_distribution<double>(0, 1)(rng) < p; };
+  const auto pick = [&](const auto& options) { return options[size_t(uniform(0, int64_t(options.size()) - 1))]; };
+
+  Spec s;
+  s.seed = seed;
+  s.k_type = s.v_type = kv;
+  s.q_type = pick(std::vector<DType>{DType::f32, DType::f16, DType::bf16, DType::e4m3, DType::e3m2, DType::e2m1});
+  s.o_type = pick(std::vector<DType>{DType::f32, DType::f16, DType::bf16});
+  const int64_t dims = uniform(0, 9);
+  s.dim_qk = dims < 4 ? 64 : dims < 7 ? 128 : dims < 9 ? 192 : 256;
+  s.dim_v = s.dim_qk == 192 ? 128 : s.dim_qk;
+  if (is_mx(kv) && chance(0.5)) s.v_axis = VScaleAxis::keys;
+  if (chance(0.5)) s.scale_mode = ScaleMode::rceil;
+  s.batch = uniform(1, 3);
+  s.heads_kv = uniform(1, 3);
+  s.heads_q = s.heads_kv * pick(std::vector<int64_t>{1, 2, 3, 4, 5, 8});
+  s.seq_q = chance(0.5) ? 1 : uniform(2, 16);
+  if (chance(0.3)) {
+    s.page_size = s.v_axis == VScaleAxis::keys ? pick(std::vector<int64_t>{32, 64})
+                                               : pick(std::vector<int64_t>{16, 32, 64});
+    s.seq_k = s.page_size * uniform(1, std::max<int64_t>(1, max_keys / s.page_size));
+    s.spare_pages = uniform(0, 2);
+  } else {
+    s.seq_k = uniform(1, max_keys);
+  }
+  while (work_of(s) > max_work) {
+    if (s.seq_q > 2) {
+      s.seq_q = (s.seq_q + 1) / 2;
+    } else if (s.batch > 1) {
+      --s.batch;
+    } else if (s.heads_kv > 1) {
+      s.heads_q -= s.heads_q / s.heads_kv;
+      --s.heads_kv;
+    } else if (s.seq_k > (s.paged() ? s.page_size : 16)) {
+      s.seq_k = s.paged() ? s.seq_k - s.page_size : s.seq_k / 2;
+    } else {
+      break;
+    }
+  }
+  if (chance(0.6)) {
+    for (int64_t b = 0; b < s.batch; ++b) {
+      const double r = std::uniform_real_distribution<double>(0, 1)(rng);
+      s.kv_len.push_back(int32_t(r < 0.1 ? 0 : r < 0.3 ? s.seq_k : uniform(0, s.seq_k)));
+    }
+  }
+  s.causal = pick(std::vector<Causal>{Causal::none, Causal::top_left, Causal::bottom_right, Causal::prefix});
+  if (s.causal == Causal::prefix) {
+    for (int64_t b = 0; b < s.batch; ++b) s.prefix_offset.push_back(int32_t(uniform(0, s.seq_k)));
+  }
+  if (chance(0.3)) s.window = uniform(0, s.seq_k);
+  if (chance(0.2)) s.scale = float(std::uniform_real_distribution<double>(0.05, 0.5)(rng));
+  s.lse = chance(0.85);
+  const double r = std::uniform_real_distribution<double>(0, 1)(rng);
+  s.split_kv = r < 0.3 ? 1 : r < 0.7 ? int32_t(uniform(2, 8)) : 0;
+  s.tile_m = pick(std::vector<int32_t>{1, 4, 8, 16});
+  s.tile_n = pick(std::vector<int32_t>{16, 32, 64});
+  s.early_exit = chance(0.4);
+  s.partials = chance(0.5);
+  s.counts = chance(0.4);
+  s.poison_padding = true;
+  return s;
+}
+
+::testing::AssertionResult cuda_ok(cudaError_t e) {
+  if (e == cudaSuccess) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << cudaGetErrorString(e);
+}
+
+// Plans on `dev`'s arguments, poisons the outputs, runs and copies the outputs into `host`.
+Status run_cuda(TestProblem& host, DeviceProblem& dev) {
+  cuda::DecodePlan plan;
+  if (Status st = cuda::plan_decode(dev.args(), &plan); !st) return st;
+  dev.poison_outputs();
+  if (Status st = cuda::run_decode(plan, dev.args(), nullptr); !st) return st;
+  if (cudaError_t e = cudaDeviceSynchronize(); e != cudaSuccess) {
+    return Status::runtime(cudaGetErrorString(e));
+  }
+  dev.download_outputs(host);
+  return Status::ok();
+}
+
+// Index of (s, b, i, h, d) in Outputs::partial_o and of (s, b, h, i) in Outputs::partial_lse.
+int64_t partial_o_index(const Spec& s, int64_t sl, int64_t b, int64_t i, int64_t h, int64_t d) {
+  return (((sl * s.batch + b) * s.seq_q + i) * s.heads_q + h) * s.dim_v + d;
+}
+int64_t partial_lse_index(const Spec& s, int64_t sl, int64_t b, int64_t h, int64_t i) {
+  return ((sl * s.batch + b) * s.heads_q + h) * s.seq_q + i;
+}
+
+// O, LSE and counts against the reference; with partials, every split the partition writes (all
+// of a tile's splits, or those below its exact count in early-exit mode), split by split.
+void expect_matches(const TestProblem& ref, const Outputs& want, const Outputs& got) {
+  const Spec& s = ref.spec();
+  EXPECT_TRUE(values_close(want.o, got.o, decode_output_tolerance(s.o_type), "O"));
+  if (s.lse) {
+    EXPECT_TRUE(values_close(want.lse, got.lse, decode_lse_tolerance(), "LSE"));
+  }
+  if (s.counts) {
+    EXPECT_EQ(want.counts, got.counts);
+  }
+  if (!s.partials) return;
+  core::Problem p;
+  ASSERT_TRUE(core::validate_problem(ref.args(), &p).is_ok());
+  const core::SplitParams split = core::resolve_split(p, s.tile_m, s.tile_n);
+  std::vector<float> want_o, got_o, want_l, got_l;
+  for (int64_t b = 0; b < s.batch; ++b)
+    for (int64_t h = 0; h < s.heads_q; ++h)
+      for (int64_t i = 0; i < s.seq_q; ++i) {
+        const core::QueryTile tile = core::query_tile(p, split, b, h, i / split.tile_m);
+        const int64_t written = s.early_exit ? tile.count : tile.splits;
+        for (int64_t sl = 0; sl < written; ++sl) {
+          const int64_t l = partial_lse_index(s, sl, b, h, i);
+          want_l.push_back(want.partial_lse[size_t(l)]);
+          got_l.push_back(got.partial_lse[size_t(l)]);
+          for (int64_t d = 0; d < s.dim_v; ++d) {
+            const int64_t o = partial_o_index(s, sl, b, i, h, d);
+            want_o.push_back(want.partial_o[size_t(o)]);
+            got_o.push_back(got.partial_o[size_t(o)]);
+          }
+        }
+      }
+  EXPECT_TRUE(values_close(want_o, got_o, decode_output_tolerance(DType::f32), "partial O"));
+  EXPECT_TRUE(values_close(want_l, got_l, decode_lse_tolerance(), "partial LSE"));
+}
+
+// One random problem: the reference on one copy, the CUDA engine on another.
+void check_random_problem(const Spec& spec) {
+  SCOPED_TRACE(spec.describe());
+  TestProblem ref(spec);
+  ASSERT_TRUE(ref.run(Engine::cpu_reference).is_ok());
+  TestProblem got(spec);
+  DeviceProblem dev(got);
+  const Status st = run_cuda(got, dev);
+  ASSERT_TRUE(st.is_ok()) << st.message();
+  expect_matches(ref, ref.outputs(), got.outputs());
+}
+
+const DType kKvTypes[] = {DType::bf16, DType::f16,  DType::e4m3, DType::e5m2,
+                          DType::e2m3, DType::e3m2, DType::e2m1};
+
+class CudaDecodeRandom : public ::testing::TestWithParam<DType> {};
+
+TEST_P(CudaDecodeRandom, MatchesReference) {
+  for (uint64_t n = 0; n < 24; ++n) {
+    check_random_problem(decode_spec(1000 * uint64_t(GetParam()) + n, GetParam(), 640, 6'000'000));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(KvTypes, CudaDecodeRandom, ::testing::ValuesIn(kKvTypes),
+                         [](const auto& param_info) { return std::string(name_of(param_info.param)); });
+
+// Small problems of every storage type, for compute-sanitizer's memcheck and racecheck.
+class CudaDecodeSanitized : public ::testing::TestWithParam<DType> {};
+
+TEST_P(CudaDecodeSanitized, MatchesReference) {
+  for (uint64_t n = 0; n < 3; ++n) {
+    check_random_problem(decode_spec(77 + 1000 * uint64_t(GetParam()) + n, GetParam(), 200, 300'000));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(KvTypes, CudaDecodeSanitized, ::testing::ValuesIn(kKvTypes),
+                         [](const auto& param_info) { return std::string(name_of(param_info.param)); });
+
+Spec fixed_spec(DType kv) {
+  Spec s;
+  s.seed = 5;
+  s.k_type = s.v_type = kv;
+  s.q_type = DType::bf16;
+  s.o_type = DType::f32;
+  s.dim_qk = s.dim_v = 128;
+  s.batch = 3;
+  s.heads_kv = 2;
+  s.heads_q = 8;
+  s.seq_q = 1;
+  s.seq_k = 512;
+  s.kv_len = {512, 300, 77};
+  s.split_kv = 0;
+  s.tile_m = 16;
+  s.tile_n = 32;
+  s.poison_padding = true;
+  return s;
+}
+
+// Rows that see no key: O exactly +0 and LSE exactly -inf, in the output and in every partial.
+TEST(CudaDecode, RowsThatSeeNothingAreExactlyZero) {
+  for (DType kv : {DType::bf16, DType::e2m1}) {
+    Spec s = fixed_spec(kv);
+    s.seq_q = 8;
+    s.seq_k = 64;
+    s.kv_len = {0, 5, 64};
+    s.causal = Causal::bottom_right;  // off = kv_len - 8: rows below 8 - kv_len see nothing
+    s.window = 2;
+    s.split_kv = 3;
+    s.tile_n = 16;
+    s.partials = true;
+    SCOPED_TRACE(s.describe());
+    TestProblem got(s);
+    DeviceProblem dev(got);
+    const Status st = run_cuda(got, dev);
+    ASSERT_TRUE(st.is_ok()) << st.message();
+    const Outputs out = got.outputs();
+    int64_t empty_rows = 0;
+    for (int64_t b = 0; b < s.batch; ++b)
+      for (int64_t h = 0; h < s.heads_q; ++h)
+        for (int64_t i = 0; i < s.seq_q; ++i) {
+          if (!got.row_sees_nothing(b, h, i)) continue;
+          ++empty_rows;
+          EXPECT_EQ(out.lse[size_t((b * s.heads_q + h) * s.seq_q + i)], -INFINITY);
+          for (int64_t d = 0; d < s.dim_v; ++d) {
+            const float x = out.o[size_t(((b * s.seq_q + i) * s.heads_q + h) * s.dim_v + d)];
+            EXPECT_TRUE(x == 0.0f && !std::signbit(x)) << "b " << b << " h " << h << " i " << i;
+          }
+          for (int64_t sl = 0; sl < s.split_kv; ++sl) {
+            EXPECT_EQ(out.partial_lse[size_t(partial_lse_index(s, sl, b, h, i))], -INFINITY);
+            EXPECT_EQ(out.partial_o[size_t(partial_o_index(s, sl, b, i, h, 0))], 0.0f);
+          }
+        }
+    EXPECT_GT(empty_rows, 0);
+  }
+}
+
+// A captured decode step replays correctly with new contents in the same buffers.
+TEST(CudaDecode, GraphReplayComputesNewInputs) {
+  for (DType kv : {DType::bf16, DType::e4m3}) {
+    Spec s = fixed_spec(kv);
+    if (kv == DType::e4m3) {
+      s.page_size = 32;
+      s.split_kv = 4;
+    }
+    SCOPED_TRACE(s.describe());
+    TestProblem first(s);
+    Spec s2 = s;
+    s2.seed = s.seed + 1;
+    ProblemData data2 = generate_data(s2);
+    data2.block_table = first.data().block_table;  // the plan holds the first problem's table
+    TestProblem second(s2, data2);
+    TestProblem got(s);
+    DeviceProblem dev(got);
+    cuda::DecodePlan plan;
+    const Status planned = cuda::plan_decode(dev.args(), &plan);
+    ASSERT_TRUE(planned.is_ok()) << planned.message();
+    ASSERT_TRUE(plan.combines());
+
+    cudaStream_t stream;
+    ASSERT_TRUE(cuda_ok(cudaStreamCreate(&stream)));
+    cudaGraph_t graph;
+    ASSERT_TRUE(cuda_ok(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal)));
+    const Status captured = cuda::run_decode(plan, dev.args(), stream);
+    ASSERT_TRUE(cuda_ok(cudaStreamEndCapture(stream, &graph)));
+    ASSERT_TRUE(captured.is_ok()) << captured.message();
+    cudaGraphExec_t exec;
+    ASSERT_TRUE(cuda_ok(cudaGraphInstantiate(&exec, graph, 0)));
+
+    for (TestProblem* problem : {&first, &second}) {
+      ASSERT_TRUE(problem->run(Engine::cpu_reference).is_ok());
+      dev.upload_inputs(*problem);
+      dev.poison_outputs();
+      ASSERT_TRUE(cuda_ok(cudaGraphLaunch(exec, stream)));
+      ASSERT_TRUE(cuda_ok(cudaStreamSynchronize(stream)));
+      dev.download_outputs(got);
+      expect_matches(*problem, problem->outputs(), got.outputs());
+    }
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
+    cudaStreamDestroy(stream);
+  }
+}
+
+// A sequence's output is bitwise the same alone or in a batch (auto split_kv looks only at the
+// sequence's own length).
+TEST(CudaDecode, AutoSplitIsBatchInvariant) {
+  Spec big = fixed_spec(DType::e4m3);
+  big.split_kv = 0;
+  const ProblemData data = generate_data(big);
+  Spec one = big;
+  one.batch = 1;
+  one.kv_len = {big.kv_len[1]};
+  ProblemData single;
+  const auto slice = [](const std::vector<float>& all, int64_t batches) {
+    const int64_t per = int64_t(all.size()) / batches;
+    return std::vector<float>(all.begin() + per, all.begin() + 2 * per);
+  };
+  single.q = slice(data.q, big.batch);
+  single.k = slice(data.k, big.batch);
+  single.v = slice(data.v, big.batch);
+  TestProblem batched(big, data), alone(one, single);
+  DeviceProblem dev_batched(batched), dev_alone(alone);
+  ASSERT_TRUE(run_cuda(batched, dev_batched).is_ok());
+  ASSERT_TRUE(run_cuda(alone, dev_alone).is_ok());
+  const Outputs a = batched.outputs(), b = alone.outputs();
+  const size_t row = size_t(big.heads_q * big.dim_v);
+  const std::vector<float> entry(a.o.begin() + row, a.o.begin() + 2 * row);
+  EXPECT_TRUE(values_bitwise_equal(entry, b.o, "O of batch entry 1"));
+}
+
+// Running the combine again over the same partials reproduces O bitwise; two runs agree bitwise.
+TEST(CudaDecode, RunsAndCombineAreDeterministic) {
+  Spec s = fixed_spec(DType::f16);
+  s.kv_len = {};
+  s.split_kv = 5;
+  TestProblem got(s);
+  DeviceProblem dev(got);
+  ASSERT_TRUE(run_cuda(got, dev).is_ok());
+  const Outputs first = got.outputs();
+  ASSERT_TRUE(run_cuda(got, dev).is_ok());
+  EXPECT_TRUE(values_bitwise_equal(first.o, got.outputs().o, "O of a second run"));
+
+  cuda::DecodePlan plan;
+  ASSERT_TRUE(cuda::plan_decode(dev.args(), &plan).is_ok());
+  ASSERT_TRUE(cuda::run_decode(plan, dev.args(), nullptr).is_ok());
+  ASSERT_TRUE(cuda_ok(cudaMemset(dev.args().o.data, 0xff, size_t(dev.args().o.bytes))));
+  ASSERT_TRUE(cuda::run_combine(plan, dev.args(), nullptr).is_ok());
+  ASSERT_TRUE(cuda_ok(cudaDeviceSynchronize()));
+  dev.download_outputs(got);
+  EXPECT_TRUE(values_bitwise_equal(first.o, got.outputs().o, "O of the combine alone"));
+}
+
+TEST(CudaDecode, RefusesWhatItDoesNotSupport) {
+  Spec mixed = fixed_spec(DType::bf16);
+  mixed.v_type = DType::e4m3;
+  TestProblem a(mixed);
+  cuda::DecodePlan plan;
+  Status st = cuda::plan_decode(a.args(), &plan);
+  EXPECT_EQ(st.code(), ErrorCode::unsupported) << st.message();
+  EXPECT_FALSE(plan.ready());
+
+  Spec small_dims = fixed_spec(DType::bf16);
+  small_dims.dim_qk = small_dims.dim_v = 32;
+  TestProblem b(small_dims);
+  st = cuda::plan_decode(b.args(), &plan);
+  EXPECT_EQ(st.code(), ErrorCode::unsupported) << st.message();
+}
+
+TEST(CudaDecode, RejectsInvalidArguments) {
+  Spec s = fixed_spec(DType::bf16);
+  TestProblem a(s);
+  AttentionArgs args = a.args();
+  args.v.shape[3] = 64;  // V's head dim no longer matches O's
+  cuda::DecodePlan plan;
+  Status st = cuda::plan_decode(args, &plan);
+  EXPECT_EQ(st.code(), ErrorCode::invalid_argument) << st.message();
+
+  DeviceProblem dev(a);
+  ASSERT_TRUE(cuda::plan_decode(dev.args(), &plan).is_ok());
+  AttentionArgs other = dev.args();
+  other.o.stride[2] += 1;
+  st = cuda::run_decode(plan, other, nullptr);
+  EXPECT_EQ(st.code(), ErrorCode::invalid_argument) << st.message();
+  st = cuda::run_decode(cuda::DecodePlan(), dev.args(), nullptr);
+  EXPECT_EQ(st.code(), ErrorCode::invalid_argument) << st.message();
+}
+
+}  // namespace
+}  // namespace mxattn::test

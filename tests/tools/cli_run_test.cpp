@@ -1,0 +1,186 @@
+// The built `mxattn` binary end to end: every verb's --help, one-line usage errors with exit code
+// 2, and quant -> dequant equal to dequantize(quantize(x)) in process, bit for bit.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "core/float16.h"
+#include "mx_files.h"
+#include "npy.h"
+#include "test_files.h"
+
+namespace mxattn::tools {
+namespace {
+
+// The verbs `mxattn --help` lists (the indented lines under "verbs:").
+std::vector<std::string> listed_verbs(const TempDir& dir) {
+  const CommandResult help = run_cli(dir, "--help");
+  EXPECT_EQ(help.exit_code, 0);
+  std::vector<std::string> verbs;
+  std::istringstream lines(help.out);
+  std::string line;
+  bool in_verbs = false;
+  while (std::getline(lines, line)) {
+    if (line == "verbs:") {
+      in_verbs = true;
+    } else if (in_verbs && line.starts_with("  ") && !line.starts_with("  --")) {
+      verbs.push_back(line.substr(2, line.find(' ', 2) - 2));
+    } else if (in_verbs && line.empty()) {
+      break;
+    }
+  }
+  return verbs;
+}
+
+bool is_one_line(const std::string& text) {
+  return !text.empty() && text.back() == '\n' && text.find('\n') == text.size() - 1;
+}
+
+TEST(CliRun, HelpAndVersion) {
+  const TempDir dir("cli_help");
+  const std::vector<std::string> verbs = listed_verbs(dir);
+  for (const char* expected : {"quant", "dequant", "formats"}) {
+    EXPECT_NE(std::find(verbs.begin(), verbs.end(), expected), verbs.end()) << expected;
+  }
+  for (const std::string& verb : verbs) {
+    SCOPED_TRACE(verb);
+    const CommandResult help = run_cli(dir, verb + " --help");
+    EXPECT_EQ(help.exit_code, 0);
+    EXPECT_TRUE(help.out.starts_with("usage: mxattn " + verb)) << help.out;
+    EXPECT_NE(help.out.find("--help"), std::string::npos);
+    EXPECT_TRUE(help.err.empty()) << help.err;
+  }
+  const CommandResult version = run_cli(dir, "--version");
+  EXPECT_EQ(version.exit_code, 0);
+  EXPECT_TRUE(version.out.starts_with("mxattn ")) << version.out;
+  EXPECT_TRUE(is_one_line(version.out));
+}
+
+TEST(CliRun, BadArgumentsExitTwoWithOneLine) {
+  const TempDir dir("cli_bad");
+  for (const std::string& verb : listed_verbs(dir)) {
+    SCOPED_TRACE(verb);
+    const CommandResult bad = run_cli(dir, verb + " --no-such-flag 1");
+    EXPECT_EQ(bad.exit_code, 2);
+    EXPECT_TRUE(is_one_line(bad.err)) << bad.err;
+    EXPECT_TRUE(bad.err.starts_with("mxattn " + verb + ": ")) << bad.err;
+    EXPECT_TRUE(bad.out.empty()) << bad.out;
+  }
+  const CommandResult unknown = run_cli(dir, "frobnicate");
+  EXPECT_EQ(unknown.exit_code, 2);
+  EXPECT_EQ(unknown.err, "mxattn: unknown verb 'frobnicate' (see mxattn --help)\n");
+
+  core::HostTensor x(DType::f32, {2, 8});
+  ASSERT_TRUE(write_npy(dir.file("x.npy"), x.view()));
+  const CommandResult bad_axis = run_cli(
+      dir, "quant " + dir.file("x.npy") + " --format mxfp4 --axis 2 --out " + dir.file("p"));
+  EXPECT_EQ(bad_axis.exit_code, 2);
+  EXPECT_EQ(bad_axis.err, "mxattn quant: --axis 2 is outside [-2, 2) for shape [2, 8]\n");
+
+  const CommandResult missing =
+      run_cli(dir, "quant " + dir.file("none.npy") + " --format e5m2 --out " + dir.file("p"));
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_EQ(missing.err, "mxattn quant: " + dir.file("none.npy") + ": cannot open for reading\n");
+}
+
+void fill(core::HostTensor& x, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> normal;
+  std::uniform_int_distribution<int> binade(-8, 8);
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    core::store_float(x.view(), i, std::ldexp(normal(rng), binade(rng)));
+  }
+}
+
+// quant + dequant through the binary against the same calls made here.
+TEST(CliRun, QuantDequantRoundTripMatchesTheLibrary) {
+  const TempDir dir("cli_round_trip");
+  const uint64_t seed = 3001;
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  const std::vector<int64_t> shape = {3, 37,
+                                      38};  // partial blocks on both axes, FP6/FP4 row padding
+  core::HostTensor x(DType::f32, shape);
+  fill(x, seed);
+  x.data<float>()[100] = NAN;
+  const std::string input = dir.file("x.npy");
+  ASSERT_TRUE(write_npy(input, x.view()));
+  const std::string prefix = dir.file("q");
+  const std::string output = dir.file("y.npy");
+  const std::pair<const char*, DType> formats[] = {{"e4m3", DType::e4m3},
+                                                   {"e5m2", DType::e5m2},
+                                                   {"mxfp6", DType::e2m3},
+                                                   {"e3m2", DType::e3m2},
+                                                   {"mxfp4", DType::e2m1}};
+  for (const auto& [word, format] : formats) {
+    for (int axis : {-1, 1}) {
+      for (const char* mode : {"floor", "rceil"}) {
+        SCOPED_TRACE(std::string(word) + " axis " + std::to_string(axis) + " " + mode);
+        const CommandResult q = run_cli(dir, "quant " + input + " --format " + word +
+                                                 " --axis=" + std::to_string(axis) +
+                                                 " --scale-mode " + mode + " --out " + prefix);
+        ASSERT_EQ(q.exit_code, 0) << q.err;
+        EXPECT_NE(q.out.find("rel L2"), std::string::npos);
+        const CommandResult d = run_cli(dir, "dequant " + prefix + " --out " + output);
+        ASSERT_EQ(d.exit_code, 0) << d.err;
+
+        MxLayout layout;
+        layout.format = format;
+        layout.axis = axis < 0 ? axis + 3 : axis;
+        layout.shape = shape;
+        layout.mode = std::string(mode) == "floor" ? ScaleMode::floor : ScaleMode::rceil;
+        core::HostTensor data(DType::e8m0, layout.data_file_shape());
+        core::HostTensor scales(DType::e8m0, layout.scales_shape());
+        const TensorView data_view = layout.data_view(data.view().data, data.bytes());
+        const TensorView scales_view = layout.scales_view(scales.view().data, scales.bytes());
+        ASSERT_TRUE(quantize(x.view(), data_view, scales_view, layout.axis, layout.mode));
+        core::HostTensor want(DType::f32, shape);
+        ASSERT_TRUE(dequantize(data_view, scales_view, layout.axis, want.view()));
+
+        core::HostTensor got_data, got_scales, got;
+        ASSERT_TRUE(read_npy(data_path(prefix), &got_data));
+        ASSERT_TRUE(read_npy(scales_path(prefix), &got_scales));
+        ASSERT_TRUE(read_npy(output, &got));
+        ASSERT_EQ(got_data.view().shape_string(), data.view().shape_string());
+        ASSERT_EQ(got_scales.view().shape_string(), scales.view().shape_string());
+        EXPECT_EQ(std::memcmp(got_data.view().data, data.view().data, size_t(data.bytes())), 0);
+        EXPECT_EQ(std::memcmp(got_scales.view().data, scales.view().data, size_t(scales.bytes())),
+                  0);
+        ASSERT_EQ(got.view().dtype, DType::f32);
+        ASSERT_EQ(got.bytes(), want.bytes());
+        EXPECT_EQ(std::memcmp(got.view().data, want.view().data, size_t(want.bytes())), 0);
+      }
+    }
+  }
+  // Half-precision output is the f32 result rounded once; a bf16 input reads as its exact values.
+  const CommandResult d16 =
+      run_cli(dir, "dequant " + prefix + " --out " + output + " --dtype bf16");
+  ASSERT_EQ(d16.exit_code, 0) << d16.err;
+  const CommandResult d32 = run_cli(dir, "dequant " + prefix + " --out " + dir.file("y32.npy"));
+  ASSERT_EQ(d32.exit_code, 0) << d32.err;
+  core::HostTensor y16, y32;
+  ASSERT_TRUE(read_npy(output, &y16));
+  ASSERT_TRUE(read_npy(dir.file("y32.npy"), &y32));
+  ASSERT_EQ(y16.view().dtype, DType::bf16);
+  for (int64_t i = 0; i < y32.numel(); ++i) {
+    ASSERT_EQ(y16.data<uint16_t>()[i], core::float_to_bf16(y32.data<float>()[i])) << i;
+  }
+}
+
+TEST(CliRun, FormatsTableComesFromTheCodecs) {
+  const TempDir dir("cli_formats");
+  const CommandResult table = run_cli(dir, "formats");
+  ASSERT_EQ(table.exit_code, 0) << table.err;
+  for (const char* cell : {"e4m3", "e5m2", "e2m3", "e3m2", "e2m1", "e8m0", "448 (2^8.807)", "57344",
+                           "7.5", "28", "1.03125", "0.78125", "0.53125", "2^-127"}) {
+    EXPECT_NE(table.out.find(cell), std::string::npos) << cell;
+  }
+}
+
+}  // namespace
+}  // namespace mxattn::tools

@@ -1,0 +1,164 @@
+#include "problem_flags.h"
+
+#include <limits>
+
+#include "npy.h"
+
+namespace mxattn::tools {
+namespace {
+
+std::vector<std::pair<std::string, DType>> input_formats() {
+  return {{"f32", DType::f32},   {"f16", DType::f16},    {"bf16", DType::bf16},
+          {"e4m3", DType::e4m3}, {"mxfp8", DType::e4m3}, {"e5m2", DType::e5m2},
+          {"e2m3", DType::e2m3}, {"mxfp6", DType::e2m3}, {"e3m2", DType::e3m2},
+          {"e2m1", DType::e2m1}, {"mxfp4", DType::e2m1}};
+}
+
+std::optional<std::vector<int32_t>> to_int32(const std::vector<int64_t>& values) {
+  std::vector<int32_t> out;
+  for (int64_t v : values) {
+    if (v < std::numeric_limits<int32_t>::min() || v > std::numeric_limits<int32_t>::max())
+      return std::nullopt;
+    out.push_back(int32_t(v));
+  }
+  return out;
+}
+
+}  // namespace
+
+ProblemFlags::ProblemFlags(FlagParser& flags, workload::Config* config)
+    : config_(config),
+      batch_(config->batch),
+      seq_q_(config->seq_q),
+      seq_k_(config->seq_k),
+      heads_q_(config->heads_q),
+      heads_kv_(config->heads_kv),
+      dim_qk_(config->dim_qk),
+      dim_v_(config->dim_v),
+      window_(config->window),
+      page_size_(config->page_size),
+      block_q_(config->block_q),
+      block_k_(config->block_k),
+      seed_(int64_t(config->seed)) {
+  workload::Config& c = *config;
+  flags.add_int("batch", &batch_, "batch size B");
+  flags.add_int("seq-len-q", &seq_q_, "query rows per sequence Sq");
+  flags.add_int("seq-len-k", &seq_k_, "keys per sequence Sk (paged: rounded up to whole pages)");
+  flags.add_int("num-heads-q", &heads_q_, "query heads Hq");
+  flags.add_int("num-heads-kv", &heads_kv_, "key/value heads Hkv (Hq % Hkv == 0; any ratio)");
+  flags.add_int("head-dim-qk", &dim_qk_, "head dim of Q and K");
+  flags.add_int("head-dim-v", &dim_v_, "head dim of V and O");
+  flags.add_choice("causal", &c.causal,
+                   {{"none", Causal::none},
+                    {"top-left", Causal::top_left},
+                    {"bottom-right", Causal::bottom_right},
+                    {"prefix", Causal::prefix}},
+                   "causal mask alignment (bare --causal: top-left)", false, "top-left");
+  flags.add_int_list("prefix-offset", &prefix_offset_,
+                     "per-batch causal offsets (implies --causal=prefix); one value for all");
+  flags.add_int_list("kv-len", &kv_len_, "per-batch valid keys; one value for all (default Sk)");
+  flags.add_int("window", &window_, "sliding window W (keys j >= hi(i) - W); negative: none");
+  flags.add_string("split-kv", &split_kv_, "N|auto", "splits per query tile");
+  flags.add_int("tile-m", &tile_m_, "query rows per tile (0: the engine's choice)");
+  flags.add_int("tile-n", &tile_n_, "keys per key tile (0: the engine's choice)");
+  flags.add_bool("early-exit", &c.early_exit, "leave splits past the exact count unwritten");
+  flags.add_bool("return-lse", &c.return_lse, "also compute the log-sum-exp");
+  flags.add_choice("q-format", &c.q_format, input_formats(), "storage of Q");
+  flags.add_choice("k-format", &c.k_format, input_formats(), "storage of K");
+  flags.add_choice("v-format", &c.v_format, input_formats(), "storage of V");
+  flags.add_choice("v-scale-axis", &c.v_scale_axis,
+                   {{"head-dim", VScaleAxis::head_dim}, {"keys", VScaleAxis::keys}},
+                   "axis of V's MX blocks");
+  flags.add_choice("scale-mode", &c.scale_mode,
+                   {{"floor", ScaleMode::floor}, {"rceil", ScaleMode::rceil}},
+                   "MX scale exponent rule");
+  flags.add_choice("out-dtype", &c.o_format,
+                   {{"f32", DType::f32}, {"f16", DType::f16}, {"bf16", DType::bf16}},
+                   "storage of O");
+  flags.add_double("sparse-density", &c.sparse_density,
+                   "block-sparse: share of key blocks listed per query block (0: dense)");
+  flags.add_int("block-q", &block_q_, "sparse query block (power of two, 16..256)");
+  flags.add_int("block-k", &block_k_, "sparse key block (power of two, 16..256)");
+  flags.add_int("paged", &page_size_, "page size of a paged KV cache (0: dense)");
+  flags.add_bool("hadamard", &c.hadamard,
+                 "rotate Q and K by a normalized Walsh-Hadamard before quantizing");
+  flags.add_bool("smooth-k", &c.smooth_k,
+                 "subtract the mean key before quantizing (LSE corrected)");
+  flags.add_int("seed", &seed_, "seed of the random inputs");
+  flags.add_string("q", &q_path_, "FILE.npy", "Q from a file [B, Sq, Hq, Dqk] (sets the shapes)");
+  flags.add_string("k", &k_path_, "FILE.npy", "K from a file [B, Sk, Hkv, Dqk]");
+  flags.add_string("v", &v_path_, "FILE.npy", "V from a file [B, Sk, Hkv, Dv]");
+}
+
+std::optional<int> ProblemFlags::finish(const FlagParser& flags) {
+  workload::Config& c = *config_;
+  c.batch = batch_;
+  c.seq_q = seq_q_;
+  c.seq_k = seq_k_;
+  c.heads_q = heads_q_;
+  c.heads_kv = heads_kv_;
+  c.dim_qk = dim_qk_;
+  c.dim_v = dim_v_;
+  c.window = window_;
+  c.page_size = page_size_;
+  c.block_q = int32_t(block_q_);
+  c.block_k = int32_t(block_k_);
+  c.tile_m = int32_t(tile_m_);
+  c.tile_n = int32_t(tile_n_);
+  c.seed = uint64_t(seed_);
+  if (split_kv_ == "auto") {
+    c.split_kv = 0;
+  } else {
+    try {
+      size_t used = 0;
+      const long n = std::stol(split_kv_, &used);
+      if (used != split_kv_.size() || n < 1 || n > 1024) throw std::out_of_range("split-kv");
+      c.split_kv = int32_t(n);
+    } catch (const std::exception&) {
+      return flags.usage_error("--split-kv must be auto or a whole number in [1, 1024], not '" +
+                               split_kv_ + "'");
+    }
+  }
+  const std::optional<std::vector<int32_t>> prefix = to_int32(prefix_offset_),
+                                            lens = to_int32(kv_len_);
+  if (!prefix || !lens)
+    return flags.usage_error("--prefix-offset and --kv-len values must fit in int32");
+  c.prefix_offset = *prefix;
+  c.kv_len = *lens;
+  if (!c.prefix_offset.empty() && c.causal == Causal::none) c.causal = Causal::prefix;
+
+  // Inputs from files set the shapes they carry.
+  const struct {
+    const std::string& path;
+    core::HostTensor* file;
+    const char* flag;
+  } files[] = {{q_path_, &q_file_, "--q"}, {k_path_, &k_file_, "--k"}, {v_path_, &v_file_, "--v"}};
+  const bool any = !q_path_.empty() || !k_path_.empty() || !v_path_.empty();
+  for (const auto& f : files) {
+    if (any && f.path.empty()) return flags.usage_error("--q, --k and --v come together");
+    if (f.path.empty()) continue;
+    if (Status st = read_npy(f.path, f.file); !st) {
+      return flags.usage_error(std::string(f.flag) + ": " + st.message());
+    }
+    if (f.file->view().rank != 4)
+      return flags.usage_error(std::string(f.flag) + " must be a rank-4 BSHD array");
+  }
+  if (any) {
+    const TensorView &q = q_file_.view(), &k = k_file_.view(), &v = v_file_.view();
+    c.batch = q.shape[0];
+    c.seq_q = q.shape[1];
+    c.heads_q = q.shape[2];
+    c.dim_qk = q.shape[3];
+    c.seq_k = k.shape[1];
+    c.heads_kv = k.shape[2];
+    c.dim_v = v.shape[3];
+  }
+  return std::nullopt;
+}
+
+workload::Inputs ProblemFlags::inputs() const {
+  if (!q_file_.view().given()) return {};
+  return {&q_file_.view(), &k_file_.view(), &v_file_.view()};
+}
+
+}  // namespace mxattn::tools
