@@ -145,7 +145,8 @@ bool element_count_fits(const TensorView& v) {
   return !overflow;
 }
 
-// Strides, packing, 64-bit size and the bytes backed: everything about a view's memory.
+}  // namespace
+
 Status check_storage(std::string_view name, const TensorView& v) {
   for (int i = 0; i < v.rank; ++i) {
     if (v.stride[i] < 0) {
@@ -168,6 +169,8 @@ Status check_storage(std::string_view name, const TensorView& v) {
   }
   return Status::ok();
 }
+
+namespace {
 
 // The one check of a tensor argument: given, rank, element type, shape, then its memory.
 Status check_view(std::string_view name, const TensorView& v, const DTypeSet& types,

@@ -30,15 +30,15 @@ __global__ void __launch_bounds__(kCombineRowsPerBlock * 32)
   const int count = tile.count;
   if (count < 2) return;
 
-  const float* lse = p.part_lse + b * p.part_lse_stride[1] + h * p.part_lse_stride[2] +
-                     i * p.part_lse_stride[3];
+  const float* lse =
+      p.part_lse + b * p.part_lse_stride[1] + h * p.part_lse_stride[2] + i * p.part_lse_stride[3];
   core::MergeScale st;
   for (int s = 0; s < count; ++s) st.m = core::merge_max(st.m, lse[s * p.part_lse_stride[0]]);
   for (int s = 0; s < count; ++s) st.sum += core::merge_weight(lse[s * p.part_lse_stride[0]], st.m);
   const float divisor = core::merge_divisor(st.sum);
 
-  const float* part = p.part_o + b * p.part_o_stride[1] + i * p.part_o_stride[2] +
-                      h * p.part_o_stride[3];
+  const float* part =
+      p.part_o + b * p.part_o_stride[1] + i * p.part_o_stride[2] + h * p.part_o_stride[3];
   const int64_t out = b * p.o_stride[0] + i * p.o_stride[1] + h * p.o_stride[2];
   const bool vectors = p.part_o_stride[4] == 1 && p.part_o_stride[0] % 4 == 0 &&
                        (reinterpret_cast<uintptr_t>(part) & 15) == 0;

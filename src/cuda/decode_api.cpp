@@ -80,17 +80,20 @@ bool aligned(const void* p, uintptr_t bytes) {
 // K or V rows must be whole 16-byte copies: contiguous head dim, rows and base 16-byte aligned.
 Status check_kv_rows(const char* name, const TensorView& v) {
   if (v.stride[3] != 1 && v.shape[3] > 1) {
-    return Status::unsupported(cat(name, ": the CUDA decode engine needs a contiguous head dim (stride 1); found stride ",
-                                   v.stride[3]));
+    return Status::unsupported(
+        cat(name, ": the CUDA decode engine needs a contiguous head dim (stride 1); found stride ",
+            v.stride[3]));
   }
   for (int i = 0; i < 3; ++i) {
     if ((v.stride[i] * bits_of(v.dtype) / 8) % 16 != 0) {
-      return Status::unsupported(cat(name, ": the CUDA decode engine needs rows 16-byte aligned; stride ", v.stride[i],
-                                     " of axis ", i, " is not a multiple of 16 bytes"));
+      return Status::unsupported(
+          cat(name, ": the CUDA decode engine needs rows 16-byte aligned; stride ", v.stride[i],
+              " of axis ", i, " is not a multiple of 16 bytes"));
     }
   }
   if (!aligned(v.data, 16)) {
-    return Status::unsupported(cat(name, ": the CUDA decode engine needs a 16-byte aligned pointer"));
+    return Status::unsupported(
+        cat(name, ": the CUDA decode engine needs a 16-byte aligned pointer"));
   }
   return Status::ok();
 }
@@ -101,7 +104,8 @@ Status check_scales(const char* name, const TensorView& v) {
     return Status::unsupported(cat(name, ": the CUDA decode engine needs contiguous scales"));
   }
   if (!aligned(v.data, 8)) {
-    return Status::unsupported(cat(name, ": the CUDA decode engine needs an 8-byte aligned pointer"));
+    return Status::unsupported(
+        cat(name, ": the CUDA decode engine needs an 8-byte aligned pointer"));
   }
   return Status::ok();
 }
@@ -110,34 +114,38 @@ Status check_scales(const char* name, const TensorView& v) {
 Status check_support(const core::Problem& p, const core::SplitParams& split) {
   const AttentionArgs& a = p.args;
   if (p.sparse) {
-    return Status::unsupported("sparse: the CUDA decode engine does not support block-sparse layouts");
+    return Status::unsupported(
+        "sparse: the CUDA decode engine does not support block-sparse layouts");
   }
   if (a.k_mean.given()) {
     return Status::unsupported("k_mean: the CUDA decode engine does not support K smoothing");
   }
   if (a.k.dtype != a.v.dtype) {
-    return Status::unsupported(cat("K and V: the CUDA decode engine needs one storage type for both; found ",
-                                   name_of(a.k.dtype), " and ", name_of(a.v.dtype)));
+    return Status::unsupported(
+        cat("K and V: the CUDA decode engine needs one storage type for both; found ",
+            name_of(a.k.dtype), " and ", name_of(a.v.dtype)));
   }
   if (a.k.dtype == DType::f32) {
-    return Status::unsupported("K and V: the CUDA decode engine reads bf16, f16 or MX caches; found f32");
+    return Status::unsupported(
+        "K and V: the CUDA decode engine reads bf16, f16 or MX caches; found f32");
   }
   if (detail::split_kernel(a.k.dtype, p.dim_qk, p.dim_v).function == nullptr) {
-    return Status::unsupported(cat("head dims: the CUDA decode engine supports (Dqk, Dv) = (64, 64), (128, 128), "
-                                   "(256, 256) or (192, 128); found (",
-                                   p.dim_qk, ", ", p.dim_v, ")"));
+    return Status::unsupported(
+        cat("head dims: the CUDA decode engine supports (Dqk, Dv) = (64, 64), (128, 128), "
+            "(256, 256) or (192, 128); found (",
+            p.dim_qk, ", ", p.dim_v, ")"));
   }
   if (Status st = check_kv_rows("K", a.k); !st) return st;
   if (Status st = check_kv_rows("V", a.v); !st) return st;
   if (Status st = check_scales("K scales", a.k_scales); !st) return st;
   if (Status st = check_scales("V scales", a.v_scales); !st) return st;
   if (p.paged && p.page_size % detail::kStepKeys != 0) {
-    return Status::unsupported(cat("paged: the CUDA decode engine needs page_size a multiple of ", detail::kStepKeys,
-                                   "; found ", p.page_size));
+    return Status::unsupported(cat("paged: the CUDA decode engine needs page_size a multiple of ",
+                                   detail::kStepKeys, "; found ", p.page_size));
   }
   if (split.tile_n % detail::kStepKeys != 0) {
-    return Status::unsupported(cat("split: the CUDA decode engine needs tile_n a multiple of ", detail::kStepKeys,
-                                   "; found ", split.tile_n));
+    return Status::unsupported(cat("split: the CUDA decode engine needs tile_n a multiple of ",
+                                   detail::kStepKeys, "; found ", split.tile_n));
   }
   return Status::ok();
 }
@@ -177,7 +185,8 @@ Status check_run_args(const DecodePlan::Impl& plan, const AttentionArgs& d) {
                {"counts", a.split.counts, d.split.counts}};
   for (const auto& v : views) {
     if (!same_layout(v.planned, v.given)) {
-      return Status::invalid(cat(v.name, ": the run's view differs from the planned one (dtype, shape or strides)"));
+      return Status::invalid(
+          cat(v.name, ": the run's view differs from the planned one (dtype, shape or strides)"));
     }
   }
   if (!aligned(d.k.data, 16) || !aligned(d.v.data, 16)) {
@@ -185,7 +194,8 @@ Status check_run_args(const DecodePlan::Impl& plan, const AttentionArgs& d) {
   }
   if ((d.k_scales.given() && !aligned(d.k_scales.data, 8)) ||
       (d.v_scales.given() && !aligned(d.v_scales.data, 8))) {
-    return Status::invalid("k_scales, v_scales: the run's pointers must be 8-byte aligned, as planned");
+    return Status::invalid(
+        "k_scales, v_scales: the run's pointers must be 8-byte aligned, as planned");
   }
   return Status::ok();
 }
@@ -212,8 +222,9 @@ detail::DecodeParams params_for(const DecodePlan::Impl& plan, const AttentionArg
 Status launch(const detail::KernelRef& kernel, dim3 grid, dim3 block, detail::DecodeParams& params,
               void* stream) {
   void* args[] = {&params};
-  const cudaError_t e = cudaLaunchKernel(kernel.function, grid, block, args, size_t(kernel.smem_bytes),
-                                         static_cast<cudaStream_t>(stream));
+  const cudaError_t e =
+      cudaLaunchKernel(kernel.function, grid, block, args, size_t(kernel.smem_bytes),
+                       static_cast<cudaStream_t>(stream));
   if (e != cudaSuccess) return cuda_failure("kernel launch", e);
   return Status::ok();
 }
@@ -260,16 +271,21 @@ Status plan_decode(const AttentionArgs& args, DecodePlan* plan) {
     seqs[size_t(b)] = {vis.last, vis.offset};
     for (int64_t t = 0; t < q_tiles; ++t) {
       const core::QueryTile qt = core::query_tile(p, split, b, 0, t);
-      tiles[size_t(b * q_tiles + t)] = {qt.run.begin, qt.run.count, int32_t(qt.splits), int32_t(qt.count)};
+      tiles[size_t(b * q_tiles + t)] = {qt.run.begin, qt.run.count, int32_t(qt.splits),
+                                        int32_t(qt.count)};
       any_combine = any_combine || qt.count >= 2;
-      const int64_t launched = user_partials && !split.early_exit ? qt.splits : std::max<int64_t>(1, qt.count);
-      for (int64_t s = 0; s < launched; ++s) work.push_back({int32_t(b), int32_t(t), int32_t(s), 0});
+      const int64_t launched =
+          user_partials && !split.early_exit ? qt.splits : std::max<int64_t>(1, qt.count);
+      for (int64_t s = 0; s < launched; ++s)
+        work.push_back({int32_t(b), int32_t(t), int32_t(s), 0});
     }
   }
   const int64_t tile_rows = std::min(split.tile_m, p.seq_q);
-  const int64_t row_blocks = (tile_rows * p.group + detail::kRowsPerBlock - 1) / detail::kRowsPerBlock;
+  const int64_t row_blocks =
+      (tile_rows * p.group + detail::kRowsPerBlock - 1) / detail::kRowsPerBlock;
   if (p.heads_kv * row_blocks > 65535 || int64_t(work.size()) > int64_t(INT32_MAX)) {
-    return Status::unsupported("grid: the problem needs more CTAs than one launch of the CUDA decode engine holds");
+    return Status::unsupported(
+        "grid: the problem needs more CTAs than one launch of the CUDA decode engine holds");
   }
 
   impl->combines = any_combine || args.split.counts.given();
@@ -303,10 +319,11 @@ Status plan_decode(const AttentionArgs& args, DecodePlan* plan) {
   const auto upload = [&](int64_t at, const void* src, size_t bytes) {
     return bytes == 0 ? cudaSuccess : cudaMemcpy(ws + at, src, bytes, cudaMemcpyHostToDevice);
   };
-  for (cudaError_t e : {upload(at_seqs, seqs.data(), seqs.size() * sizeof(detail::SeqInfo)),
-                        upload(at_tiles, tiles.data(), tiles.size() * sizeof(detail::TileInfo)),
-                        upload(at_work, work.data(), work.size() * sizeof(detail::WorkItem)),
-                        upload(at_table, block_table.data(), block_table.size() * sizeof(int32_t))}) {
+  for (cudaError_t e :
+       {upload(at_seqs, seqs.data(), seqs.size() * sizeof(detail::SeqInfo)),
+        upload(at_tiles, tiles.data(), tiles.size() * sizeof(detail::TileInfo)),
+        upload(at_work, work.data(), work.size() * sizeof(detail::WorkItem)),
+        upload(at_table, block_table.data(), block_table.size() * sizeof(int32_t))}) {
     if (e != cudaSuccess) return cuda_failure("workspace upload", e);
   }
 
@@ -314,22 +331,26 @@ Status plan_decode(const AttentionArgs& args, DecodePlan* plan) {
   impl->combine = detail::combine_kernel();
   int device = 0, smem_optin = 0;
   if (cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return cuda_failure("device", e);
-  if (cudaError_t e = cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
+  if (cudaError_t e =
+          cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
       e != cudaSuccess) {
     return cuda_failure("device attributes", e);
   }
   if (impl->split.smem_bytes > smem_optin) {
     return Status::unsupported(cat("device: the split kernel needs ", impl->split.smem_bytes,
-                                   " bytes of shared memory per block; the device offers ", smem_optin));
+                                   " bytes of shared memory per block; the device offers ",
+                                   smem_optin));
   }
-  if (cudaError_t e = cudaFuncSetAttribute(impl->split.function, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           impl->split.smem_bytes);
+  if (cudaError_t e =
+          cudaFuncSetAttribute(impl->split.function, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               impl->split.smem_bytes);
       e != cudaSuccess) {
     return cuda_failure("split kernel attributes", e);
   }
 
   d.q_dtype = args.q.dtype;
-  d.q_split_lo = args.q.dtype == DType::f32 || (args.q.dtype == DType::f16 && args.k.dtype == DType::bf16) ||
+  d.q_split_lo = args.q.dtype == DType::f32 ||
+                 (args.q.dtype == DType::f16 && args.k.dtype == DType::bf16) ||
                  (args.q.dtype == DType::bf16 && args.k.dtype == DType::f16);
   copy_strides(args.q, d.q_stride);
   copy_strides(args.q_scales, d.q_scale_stride);
@@ -348,8 +369,8 @@ Status plan_decode(const AttentionArgs& args, DecodePlan* plan) {
   } else if (internal_partials) {
     d.part_o = reinterpret_cast<float*>(ws + at_part_o);
     d.part_lse = reinterpret_cast<float*>(ws + at_part_lse);
-    const int64_t o_strides[5] = {p.batch * p.seq_q * p.heads_q * p.dim_v, p.seq_q * p.heads_q * p.dim_v,
-                                  p.heads_q * p.dim_v, p.dim_v, 1};
+    const int64_t o_strides[5] = {p.batch * p.seq_q * p.heads_q * p.dim_v,
+                                  p.seq_q * p.heads_q * p.dim_v, p.heads_q * p.dim_v, p.dim_v, 1};
     const int64_t l_strides[4] = {p.batch * p.heads_q * p.seq_q, p.heads_q * p.seq_q, p.seq_q, 1};
     std::copy(o_strides, o_strides + 5, d.part_o_stride);
     std::copy(l_strides, l_strides + 4, d.part_lse_stride);
@@ -377,7 +398,8 @@ Status plan_decode(const AttentionArgs& args, DecodePlan* plan) {
   d.tile_n = split.tile_n;
   d.q_tiles = q_tiles;
   d.row_blocks = row_blocks;
-  impl->work_items = int64_t(work.size());
+  // An empty problem (no batch entry, query row or head) launches nothing.
+  impl->work_items = p.batch * p.seq_q * p.heads_q == 0 ? 0 : int64_t(work.size());
 
   plan->impl_ = std::move(impl);
   return Status::ok();
@@ -387,20 +409,25 @@ Status run_decode(const DecodePlan& plan, const AttentionArgs& device_args, void
   const DecodePlan::Impl* impl = plan.impl();
   if (impl == nullptr) return Status::invalid("plan: run_decode needs a plan built by plan_decode");
   if (Status st = check_run_args(*impl, device_args); !st) return st;
+  if (impl->work_items == 0) return Status::ok();
   detail::DecodeParams params = params_for(*impl, device_args);
   const dim3 grid(unsigned(impl->work_items), unsigned(params.heads_kv * params.row_blocks));
-  if (Status st = launch(impl->split, grid, dim3(detail::kWarps * 32), params, stream); !st) return st;
+  if (Status st = launch(impl->split, grid, dim3(detail::kWarps * 32), params, stream); !st)
+    return st;
   if (!impl->combines) return Status::ok();
-  return launch(impl->combine, combine_grid(params), dim3(detail::kCombineRowsPerBlock * 32), params, stream);
+  return launch(impl->combine, combine_grid(params), dim3(detail::kCombineRowsPerBlock * 32),
+                params, stream);
 }
 
 Status run_combine(const DecodePlan& plan, const AttentionArgs& device_args, void* stream) {
   const DecodePlan::Impl* impl = plan.impl();
-  if (impl == nullptr) return Status::invalid("plan: run_combine needs a plan built by plan_decode");
+  if (impl == nullptr)
+    return Status::invalid("plan: run_combine needs a plan built by plan_decode");
   if (Status st = check_run_args(*impl, device_args); !st) return st;
-  if (!impl->combines) return Status::ok();
+  if (!impl->combines || impl->work_items == 0) return Status::ok();
   detail::DecodeParams params = params_for(*impl, device_args);
-  return launch(impl->combine, combine_grid(params), dim3(detail::kCombineRowsPerBlock * 32), params, stream);
+  return launch(impl->combine, combine_grid(params), dim3(detail::kCombineRowsPerBlock * 32),
+                params, stream);
 }
 
 }  // namespace mxattn::cuda

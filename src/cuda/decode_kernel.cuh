@@ -57,27 +57,26 @@ __device__ __forceinline__ float load_q(const DecodeParams& p, int64_t b, int64_
 struct SplitRange {
   int64_t b = 0;
   int64_t hkv = 0;
-  int64_t row_first = 0;   // first query row of the tile
-  int64_t tile_rows = 0;   // query rows in the tile
+  int64_t row_first = 0;     // first query row of the tile
+  int64_t tile_rows = 0;     // query rows in the tile
   int64_t packed_first = 0;  // first packed row of this CTA
-  int block_rows = 0;      // packed rows of this CTA (<= 16)
-  int64_t load_lo = 0;     // keys of the split any row of the tile sees: [load_lo, load_hi]
+  int block_rows = 0;        // packed rows of this CTA (<= 16)
+  int64_t load_lo = 0;       // keys of the split any row of the tile sees: [load_lo, load_hi]
   int64_t load_hi = -1;
-  int64_t full_lo = 0;     // keys every row of the tile sees: [full_lo, full_hi]
+  int64_t full_lo = 0;  // keys every row of the tile sees: [full_lo, full_hi]
   int64_t full_hi = -1;
-  int64_t first_key = 0;   // first key of step 0 (a multiple of 16)
+  int64_t first_key = 0;  // first key of step 0 (a multiple of 16)
   int64_t steps = 0;
 
-  __device__ int64_t query_row(int r) const {
-    return row_first + (packed_first + r) % tile_rows;
-  }
+  __device__ int64_t query_row(int r) const { return row_first + (packed_first + r) % tile_rows; }
   __device__ int64_t query_head(int r, int64_t group) const {
     return hkv * group + (packed_first + r) / tile_rows;
   }
 };
 
 __device__ __forceinline__ SplitRange split_range(const DecodeParams& p, const WorkItem& work,
-                                                  const TileInfo& tile, const core::Visibility& vis) {
+                                                  const TileInfo& tile,
+                                                  const core::Visibility& vis) {
   SplitRange s;
   s.b = work.b;
   s.hkv = blockIdx.y / p.row_blocks;
@@ -142,8 +141,8 @@ __device__ __forceinline__ void build_q_fragments(const DecodeParams& p, const S
       float v[2], rest[2];
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
-        const float x = scalbnf(stage[r * DQK + base + pair_element<KV>(pair, half)],
-                                -row_exponent[r]);
+        const float x =
+            scalbnf(stage[r * DQK + base + pair_element<KV>(pair, half)], -row_exponent[r]);
         v[half] = x;
       }
       hi[reg] = pack_pair<kMma>(v[0], v[1]);
@@ -151,7 +150,8 @@ __device__ __forceinline__ void build_q_fragments(const DecodeParams& p, const S
       for (int half = 0; half < 2; ++half) rest[half] = v[half] - unpack_half<kMma>(hi[reg], half);
       lo[reg] = pack_pair<kMma>(rest[0], rest[1]);
     }
-    *reinterpret_cast<uint4*>(frags + (ks * 32 + lane) * 4) = make_uint4(hi[0], hi[1], hi[2], hi[3]);
+    *reinterpret_cast<uint4*>(frags + (ks * 32 + lane) * 4) =
+        make_uint4(hi[0], hi[1], hi[2], hi[3]);
     *reinterpret_cast<uint4*>(frags + ((kKSteps + ks) * 32 + lane) * 4) =
         make_uint4(lo[0], lo[1], lo[2], lo[3]);
   }
@@ -179,7 +179,8 @@ __device__ __forceinline__ void score_step(const uint8_t* k_tile, const uint32_t
 #pragma unroll
     for (int t = 0; t < 2; ++t) {
       const int row = 8 * t + g;
-      const int at = tile_byte<Shape::kBits, Shape::kKChunks, Shape::kKRowBytes, false>(row, offset);
+      const int at =
+          tile_byte<Shape::kBits, Shape::kKChunks, Shape::kKRowBytes, false>(row, offset);
       if constexpr (Format::kMx) {
         uint32_t w[2];
         load_group<KV>(k_tile, at, w);
@@ -250,8 +251,8 @@ __device__ __forceinline__ void value_step(const uint8_t* v_tile, const uint32_t
 #pragma unroll
       for (int k = 0; k < 4; ++k) {
         const uint4 v = *reinterpret_cast<const uint4*>(
-            v_tile + tile_byte<Shape::kBits, Shape::kVChunks, Shape::kVRowBytes, true>(keys[k],
-                                                                                       offset));
+            v_tile +
+            tile_byte<Shape::kBits, Shape::kVChunks, Shape::kVRowBytes, true>(keys[k], offset));
         rv[k][0] = v.x;
         rv[k][1] = v.y;
         rv[k][2] = v.z;
@@ -294,15 +295,16 @@ __device__ __forceinline__ void value_step(const uint8_t* v_tile, const uint32_t
 }
 
 template <DType KV, int DQK, int DV>
-__global__ void __launch_bounds__(kWarps * 32) decode_split_kernel(const __grid_constant__ DecodeParams p) {
+__global__ void __launch_bounds__(kWarps * 32)
+    decode_split_kernel(const __grid_constant__ DecodeParams p) {
   using Format = KvFormat<KV>;
   using Shape = DecodeShape<KV, DQK, DV>;
   extern __shared__ __align__(16) uint8_t smem[];
   uint8_t* ring = smem;
   uint32_t* q_frags = reinterpret_cast<uint32_t*>(smem + Shape::kLoopBytes);
   float* q_stage = reinterpret_cast<float*>(smem + Shape::kLoopBytes + Shape::kQFragBytes);
-  float* warp_max = q_stage + kRowsPerBlock * DQK;      // [kWarps][16]
-  float* warp_sum = warp_max + kWarps * kRowsPerBlock;  // [kWarps][16]
+  float* warp_max = q_stage + kRowsPerBlock * DQK;                                // [kWarps][16]
+  float* warp_sum = warp_max + kWarps * kRowsPerBlock;                            // [kWarps][16]
   int* row_exponent = reinterpret_cast<int*>(warp_sum + kWarps * kRowsPerBlock);  // [16]
   float* row_lse = reinterpret_cast<float*>(row_exponent + kRowsPerBlock);        // [16]
 
@@ -346,7 +348,8 @@ __global__ void __launch_bounds__(kWarps * 32) decode_split_kernel(const __grid_
     const int row = g + 8 * r;
     // Q rows were scaled by 2^-exponent, and raw MX key codes are the values times
     // 2^-kRawExponent: both factors return here.
-    score_scale[r] = scalbnf(p.scale_log2, row_exponent[row] + (Format::kMx ? Format::kRawExponent : 0));
+    score_scale[r] =
+        scalbnf(p.scale_log2, row_exponent[row] + (Format::kMx ? Format::kRawExponent : 0));
     query_row[r] = row < range.block_rows ? range.query_row(row) : range.row_first;
   }
   // Raw V values carry 2^-kRawExponent too: P carries 2^kRawExponent (and the sum with it).
@@ -382,8 +385,8 @@ __global__ void __launch_bounds__(kWarps * 32) decode_split_kernel(const __grid_
     if constexpr (Format::kMx) {
       if (it + 1 < my_steps) {
         const int64_t key0 = step_key(it + 1);
-        load_step_scales<DQK, DV>(p, range.hkv, place_of(key0), key0, range.load_lo,
-                                  range.load_hi, lane, next_scales);
+        load_step_scales<DQK, DV>(p, range.hkv, place_of(key0), key0, range.load_lo, range.load_hi,
+                                  lane, next_scales);
       }
     }
 
@@ -401,8 +404,8 @@ __global__ void __launch_bounds__(kWarps * 32) decode_split_kernel(const __grid_
         float x = s[t][e] * score_scale[e >> 1];
         if (!unmasked) {
           const int64_t key = key0 + 8 * t + 2 * q4 + (e & 1);
-          const bool seen = key >= range.load_lo && key <= range.load_hi &&
-                            vis.visible(query_row[e >> 1], key);
+          const bool seen =
+              key >= range.load_lo && key <= range.load_hi && vis.visible(query_row[e >> 1], key);
           if (!seen) x = -INFINITY;
         }
         s[t][e] = x;
@@ -433,7 +436,8 @@ __global__ void __launch_bounds__(kWarps * 32) decode_split_kernel(const __grid_
     }
     float base[2];
 #pragma unroll
-    for (int r = 0; r < 2; ++r) base[r] = (row_max[r] == -INFINITY ? 0.0f : row_max[r]) - kValueShift;
+    for (int r = 0; r < 2; ++r)
+      base[r] = (row_max[r] == -INFINITY ? 0.0f : row_max[r]) - kValueShift;
 #pragma unroll
     for (int t = 0; t < 2; ++t)
 #pragma unroll
@@ -442,10 +446,9 @@ __global__ void __launch_bounds__(kWarps * 32) decode_split_kernel(const __grid_
         row_sum[e >> 1] += s[t][e];
       }
     constexpr MmaType kValueMma = Format::kValueMma;
-    const uint32_t pa[4] = {pack_pair<kValueMma>(s[0][0], s[0][1]),
-                            pack_pair<kValueMma>(s[0][2], s[0][3]),
-                            pack_pair<kValueMma>(s[1][0], s[1][1]),
-                            pack_pair<kValueMma>(s[1][2], s[1][3])};
+    const uint32_t pa[4] = {
+        pack_pair<kValueMma>(s[0][0], s[0][1]), pack_pair<kValueMma>(s[0][2], s[0][3]),
+        pack_pair<kValueMma>(s[1][0], s[1][1]), pack_pair<kValueMma>(s[1][2], s[1][3])};
     value_step<KV, DQK, DV>(stage + kStepKeys * Shape::kKRowBytes, pa, p.v_scales_along_keys,
                             scales, o);
     __syncwarp();
@@ -495,8 +498,7 @@ __global__ void __launch_bounds__(kWarps * 32) decode_split_kernel(const __grid_
     for (int w = 0; w < kWarps; ++w) {
       warp_sum[w * kRowsPerBlock + row] = sum == 0.0f ? 0.0f : factor[w] / sum;
     }
-    row_lse[row] = sum == 0.0f ? -INFINITY
-                               : (m + log2f(sum) - kValueShift) * 0.69314718055994531f;
+    row_lse[row] = sum == 0.0f ? -INFINITY : (m + log2f(sum) - kValueShift) * 0.69314718055994531f;
   }
   __syncthreads();
 
@@ -504,17 +506,20 @@ __global__ void __launch_bounds__(kWarps * 32) decode_split_kernel(const __grid_
   const bool write_partial = tile.count >= 2 || p.write_all_partials;
   for (int idx = threadIdx.x; idx < range.block_rows * DV; idx += kWarps * 32) {
     const int row = idx / DV, dim = idx % DV;
+    // A row that saw nothing is exactly 0, whatever its (masked) products met in V.
     float x = 0.0f;
+    if (row_lse[row] != -INFINITY) {
 #pragma unroll
-    for (int w = 0; w < kWarps; ++w) {
-      x += merge[(w * kRowsPerBlock + row) * Shape::kMergeStride + dim] *
-           warp_sum[w * kRowsPerBlock + row];
+      for (int w = 0; w < kWarps; ++w) {
+        x += merge[(w * kRowsPerBlock + row) * Shape::kMergeStride + dim] *
+             warp_sum[w * kRowsPerBlock + row];
+      }
     }
     const int64_t i = range.query_row(row), h = range.query_head(row, p.group);
     if (write_final) {
-      store_output(p, range.b * p.o_stride[0] + i * p.o_stride[1] + h * p.o_stride[2] +
-                          dim * p.o_stride[3],
-                   x);
+      store_output(
+          p, range.b * p.o_stride[0] + i * p.o_stride[1] + h * p.o_stride[2] + dim * p.o_stride[3],
+          x);
     }
     if (write_partial) {
       p.part_o[work.split * p.part_o_stride[0] + range.b * p.part_o_stride[1] +

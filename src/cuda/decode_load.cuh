@@ -1,7 +1,7 @@
 // Loading side of the split kernel: where a 16-key step of one KV head lives (dense or paged), the
-// asynchronous copy of its K and V rows into a warp's shared-memory stage, and the lane's E8M0 scales
-// for that step. Keys outside the split's loadable range are never read: their rows are zero-filled
-// and their scales read as 1.
+// asynchronous copy of its K and V rows into a warp's shared-memory stage, and the lane's E8M0
+// scales for that step. Keys outside the split's loadable range are never read: their rows are
+// zero-filled and their scales read as 1.
 #pragma once
 
 #include <cstdint>
@@ -73,11 +73,11 @@ __device__ __forceinline__ void copy_step(const DecodeParams& p, int64_t hkv, St
     const int64_t slot = at.slot0 + row;
     const uint8_t* src = is_key ? k_rows + slot * p.k_stride[1] + chunk * 16
                                 : v_rows + slot * p.v_stride[1] + chunk * 16;
-    uint8_t* dst =
-        is_key ? stage + row * Shape::kKRowBytes +
-                     swizzled_chunk<Shape::kBits, Shape::kKChunks, false>(row, chunk) * 16
-               : stage + kStepKeys * Shape::kKRowBytes + row * Shape::kVRowBytes +
-                     swizzled_chunk<Shape::kBits, Shape::kVChunks, true>(row, chunk) * 16;
+    uint8_t* dst = is_key
+                       ? stage + row * Shape::kKRowBytes +
+                             swizzled_chunk<Shape::kBits, Shape::kKChunks, false>(row, chunk) * 16
+                       : stage + kStepKeys * Shape::kKRowBytes + row * Shape::kVRowBytes +
+                             swizzled_chunk<Shape::kBits, Shape::kVChunks, true>(row, chunk) * 16;
     copy_async_16(dst, valid ? src : p.k, valid);
   }
   copy_async_commit();

@@ -73,9 +73,9 @@ struct DecodeParams {
   int64_t counts_stride[3] = {};
 
   // The plan's device tables.
-  const SeqInfo* seqs = nullptr;      // [B]
-  const TileInfo* tiles = nullptr;    // [B, q_tiles]
-  const WorkItem* work = nullptr;     // [gridDim.x]
+  const SeqInfo* seqs = nullptr;         // [B]
+  const TileInfo* tiles = nullptr;       // [B, q_tiles]
+  const WorkItem* work = nullptr;        // [gridDim.x]
   const int32_t* block_table = nullptr;  // paged: [B, max_pages]
   int64_t block_table_stride = 0;
 

@@ -26,7 +26,7 @@ struct DecodeShape {
   static constexpr int kStages = clamp_int(24576 / kStepBytes, 2, 4);
   static constexpr int kRingBytes = kWarps * kStages * kStepBytes;
 
-  static constexpr int kKSteps = DQK / 16;  // k16 steps of Q K^T
+  static constexpr int kKSteps = DQK / 16;   // k16 steps of Q K^T
   static constexpr int kKBlocks = DQK / 32;  // MX blocks (and 8-element lane groups) per key row
   static constexpr int kVChunksOf64 = DV / 64;
   static constexpr int kOTiles = DV / 8;

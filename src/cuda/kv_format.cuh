@@ -3,8 +3,9 @@
 //
 // MX codes become f16 "raw" values with a few integer instructions (FP8 through the hardware
 // E4M3 conversion or a byte permute), exact because every MX code is an f16 times a fixed power
-// of two: raw = code value * 2^-kRawExponent. The E8M0 block scale and that power of two are applied
-// later in f32, never in a 16-bit type, so no scale can overflow or underflow a 16-bit operand.
+// of two: raw = code value * 2^-kRawExponent. The E8M0 block scale and that power of two are
+// applied later in f32, never in a 16-bit type, so no scale can overflow or underflow a 16-bit
+// operand.
 //
 // A pair need not hold neighbouring elements: the reduction over the head dim does not care about
 // order, so each decoder picks the pairing that is cheapest to build, and `pair_element` says which

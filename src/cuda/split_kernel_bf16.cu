@@ -1,4 +1,5 @@
-// Split-kernel instances for K/V stored as bf16 (one translation unit per type keeps builds parallel).
+// Split-kernel instances for K/V stored as bf16 (one translation unit per type keeps builds
+// parallel).
 #include "cuda/decode_kernel.cuh"
 
 namespace mxattn::cuda::detail {

@@ -119,7 +119,6 @@ Status check_mx_arguments(const char* logical_name, const TensorView& logical,
   if (Status s = check_blocked_shape("data", data, logical, axis, logical.shape[axis]); !s)
     return s;
   if (Status s = check_blocked_shape("scales", scales, logical, axis, blocks); !s) return s;
-  if (Status s = mx::check_packed_rows("data", data); !s) return s;
   for (auto [name, view] : views) {
     if (Status s = mx::check_backed(name, *view); !s) return s;
   }

@@ -7,12 +7,13 @@
 #include <string>
 #include <string_view>
 
+#include "core/validate.h"
 #include "mxattn/status.h"
 #include "mxattn/tensor.h"
 
 namespace mxattn::mx {
 
-// A given view of rank 1..kMaxRank: checked before anything reads its shape.
+// A given view of rank 1..kMaxRank.
 inline Status check_given(const char* name, const TensorView& v) {
   if (!v.given()) return Status::invalid(std::string(name) + " is not given");
   if (v.rank > kMaxRank) {
@@ -22,41 +23,10 @@ inline Status check_given(const char* name, const TensorView& v) {
   return Status::ok();
 }
 
-// A given view with non-negative strides whose backed bytes cover its extent (SPEC 7's message:
-// "scales need 4096 bytes for shape [1, 1024, 8, 4] but only 3072 are backed").
+// A given view whose memory passes core::check_storage (strides, packing, size, bytes backed).
 inline Status check_backed(const char* name, const TensorView& v) {
   if (Status s = check_given(name, v); !s) return s;
-  const std::optional<int64_t> needed = bytes_needed(v);
-  if (!needed) {
-    return Status::invalid(std::string(name) + " with shape " + v.shape_string() +
-                           " has a negative dimension or stride, or a size past 2^63 bytes");
-  }
-  if (*needed > v.bytes) {
-    const char* verb = std::string_view(name).ends_with('s') ? " need " : " needs ";
-    return Status::invalid(std::string(name) + verb + std::to_string(*needed) +
-                           " bytes for shape " + v.shape_string() + " but only " +
-                           std::to_string(v.bytes) + " are backed");
-  }
-  if (*needed > 0 && v.data == nullptr) {
-    return Status::invalid(std::string(name) + " has a null data pointer");
-  }
-  return Status::ok();
-}
-
-// Packed types (FP6, FP4) address a row by its first bit, so every row must start on a byte: the
-// last axis contiguous and every other stride a whole number of packing groups.
-inline Status check_packed_rows(const char* name, const TensorView& v) {
-  const int group = pack_group(v.dtype);
-  if (group == 1) return Status::ok();
-  for (int i = 0; i < v.rank; ++i) {
-    const bool ok = i == v.rank - 1 ? v.stride[i] == 1 : v.stride[i] % group == 0;
-    if (!ok) {
-      return Status::invalid(std::string(name) + " (" + std::string(name_of(v.dtype)) +
-                             ") needs stride 1 on its last axis and other strides that are " +
-                             "multiples of " + std::to_string(group) + " elements");
-    }
-  }
-  return Status::ok();
+  return core::check_storage(name, v);
 }
 
 // Enumerates the index combinations of a subset of a view's axes (the "outer" axes of a loop), in

@@ -43,13 +43,18 @@ Spec decode_spec(uint64_t seed, DType kv, int64_t max_keys, int64_t max_work) {
   const auto uniform = [&](int64_t lo, int64_t hi) {
     return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
   };
-  const auto chance = [&](double p) { return std::uniform_real_distribution<double>(0, 1)(rng) < p; };
-  const auto pick = [&](const auto& options) { return options[size_t(uniform(0, int64_t(options.size()) - 1))]; };
+  const auto chance = [&](double p) {
+    return std::uniform_real_distribution<double>(0, 1)(rng) < p;
+  };
+  const auto pick = [&](const auto& options) {
+    return options[size_t(uniform(0, int64_t(options.size()) - 1))];
+  };
 
   Spec s;
   s.seed = seed;
   s.k_type = s.v_type = kv;
-  s.q_type = pick(std::vector<DType>{DType::f32, DType::f16, DType::bf16, DType::e4m3, DType::e3m2, DType::e2m1});
+  s.q_type = pick(std::vector<DType>{DType::f32, DType::f16, DType::bf16, DType::e4m3, DType::e3m2,
+                                     DType::e2m1});
   s.o_type = pick(std::vector<DType>{DType::f32, DType::f16, DType::bf16});
   const int64_t dims = uniform(0, 9);
   s.dim_qk = dims < 4 ? 64 : dims < 7 ? 128 : dims < 9 ? 192 : 256;
@@ -88,7 +93,8 @@ Spec decode_spec(uint64_t seed, DType kv, int64_t max_keys, int64_t max_work) {
       s.kv_len.push_back(int32_t(r < 0.1 ? 0 : r < 0.3 ? s.seq_k : uniform(0, s.seq_k)));
     }
   }
-  s.causal = pick(std::vector<Causal>{Causal::none, Causal::top_left, Causal::bottom_right, Causal::prefix});
+  s.causal = pick(
+      std::vector<Causal>{Causal::none, Causal::top_left, Causal::bottom_right, Causal::prefix});
   if (s.causal == Causal::prefix) {
     for (int64_t b = 0; b < s.batch; ++b) s.prefix_offset.push_back(int32_t(uniform(0, s.seq_k)));
   }
@@ -192,19 +198,24 @@ TEST_P(CudaDecodeRandom, MatchesReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(KvTypes, CudaDecodeRandom, ::testing::ValuesIn(kKvTypes),
-                         [](const auto& param_info) { return std::string(name_of(param_info.param)); });
+                         [](const auto& param_info) {
+                           return std::string(name_of(param_info.param));
+                         });
 
 // Small problems of every storage type, for compute-sanitizer's memcheck and racecheck.
 class CudaDecodeSanitized : public ::testing::TestWithParam<DType> {};
 
 TEST_P(CudaDecodeSanitized, MatchesReference) {
   for (uint64_t n = 0; n < 3; ++n) {
-    check_random_problem(decode_spec(77 + 1000 * uint64_t(GetParam()) + n, GetParam(), 200, 300'000));
+    check_random_problem(
+        decode_spec(77 + 1000 * uint64_t(GetParam()) + n, GetParam(), 200, 300'000));
   }
 }
 
 INSTANTIATE_TEST_SUITE_P(KvTypes, CudaDecodeSanitized, ::testing::ValuesIn(kKvTypes),
-                         [](const auto& param_info) { return std::string(name_of(param_info.param)); });
+                         [](const auto& param_info) {
+                           return std::string(name_of(param_info.param));
+                         });
 
 Spec fixed_spec(DType kv) {
   Spec s;

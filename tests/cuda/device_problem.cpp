@@ -14,9 +14,17 @@ void check(cudaError_t e, const char* what) {
 
 // The views a run reads or writes on the device.
 std::vector<TensorView*> device_views(AttentionArgs& a) {
-  return {&a.q,        &a.k,        &a.v,        &a.o,
-          &a.lse,      &a.q_scales, &a.k_scales, &a.v_scales,
-          &a.split.partial_o, &a.split.partial_lse, &a.split.counts};
+  return {&a.q,
+          &a.k,
+          &a.v,
+          &a.o,
+          &a.lse,
+          &a.q_scales,
+          &a.k_scales,
+          &a.v_scales,
+          &a.split.partial_o,
+          &a.split.partial_lse,
+          &a.split.counts};
 }
 
 std::vector<const TensorView*> input_views(const AttentionArgs& a) {
@@ -73,7 +81,8 @@ void DeviceProblem::download_outputs(const TestProblem& host) const {
   for (size_t n = 0; n < from.size(); ++n) {
     const int64_t bytes = logical_bytes(*from[n]);
     if (bytes == 0) continue;
-    check(cudaMemcpy(to[n]->data, from[n]->data, size_t(bytes), cudaMemcpyDeviceToHost), "download");
+    check(cudaMemcpy(to[n]->data, from[n]->data, size_t(bytes), cudaMemcpyDeviceToHost),
+          "download");
   }
 }
 

@@ -124,8 +124,8 @@ void check_format() {
           const float exact = mx::decode(T, code) / raw_factor * mx::decode_scale(uint8_t(e));
           const uint16_t want_bits = core::float_to_bf16(exact);
           const uint16_t got_bits = scaled[size_t(value * 256 + e)];
-          const bool ok = std::isnan(exact) ? std::isnan(core::bf16_to_float(got_bits))
-                                            : want_bits == got_bits;
+          const bool ok =
+              std::isnan(exact) ? std::isnan(core::bf16_to_float(got_bits)) : want_bits == got_bits;
           if (!ok && bad++ < 5) {
             ADD_FAILURE() << "code 0x" << std::hex << int(code) << " scale 0x" << e << std::dec
                           << " gives bf16 0x" << std::hex << got_bits << ", expected 0x"
@@ -138,11 +138,21 @@ void check_format() {
   EXPECT_EQ(bad, 0);
 }
 
-TEST(CudaKvFormat, E4M3MatchesFormats) { check_format<DType::e4m3>(); }
-TEST(CudaKvFormat, E5M2MatchesFormats) { check_format<DType::e5m2>(); }
-TEST(CudaKvFormat, E2M3MatchesFormats) { check_format<DType::e2m3>(); }
-TEST(CudaKvFormat, E3M2MatchesFormats) { check_format<DType::e3m2>(); }
-TEST(CudaKvFormat, E2M1MatchesFormats) { check_format<DType::e2m1>(); }
+TEST(CudaKvFormat, E4M3MatchesFormats) {
+  check_format<DType::e4m3>();
+}
+TEST(CudaKvFormat, E5M2MatchesFormats) {
+  check_format<DType::e5m2>();
+}
+TEST(CudaKvFormat, E2M3MatchesFormats) {
+  check_format<DType::e2m3>();
+}
+TEST(CudaKvFormat, E3M2MatchesFormats) {
+  check_format<DType::e3m2>();
+}
+TEST(CudaKvFormat, E2M1MatchesFormats) {
+  check_format<DType::e2m1>();
+}
 
 TEST(CudaKvFormat, E8m0MatchesFormats) {
   float* d_out = nullptr;

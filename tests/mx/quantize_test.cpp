@@ -441,21 +441,19 @@ TEST(Quantize, RejectsInconsistentArguments) {
   // A packed row that does not start on a byte: rows 62 elements apart.
   Buffer odd_rows(DType::e2m3, {2, 64}, {62, 1});
   expect_rejected(q(src.view, odd_rows.view, scales.view, 1),
-                  "data (e2m3) needs stride 1 on its last axis and other strides that are "
-                  "multiples of 4 elements",
+                  "data is e2m3 (packed 4 to a group): the stride of axis 0 must be a multiple "
+                  "of 4, found strides [62, 1]",
                   {&odd_rows, &scales});
   TensorView absent;
   expect_rejected(q(src.view, data.view, absent, 1), "scales is not given", {&data});
   TensorView null_data = data.view;
   null_data.data = nullptr;
-  expect_rejected(q(src.view, null_data, scales.view, 1), "data has a null data pointer",
-                  {&scales});
+  expect_rejected(q(src.view, null_data, scales.view, 1),
+                  "data has a null data pointer but needs 96 bytes", {&scales});
   TensorView negative = src.view;
   negative.stride[0] = -64;
   expect_rejected(q(negative, data.view, scales.view, 1),
-                  "src with shape [2, 64] has a negative dimension or stride, or a size past 2^63 "
-                  "bytes",
-                  {&data, &scales});
+                  "src strides must be >= 0, found [-64, 1] for shape [2, 64]", {&data, &scales});
   Buffer dst(DType::e4m3, {2, 64});
   expect_rejected(dequantize(data.view, scales.view, 1, dst.view),
                   "dst must be f32, f16 or bf16 but is e4m3", {&dst});

@@ -1,0 +1,300 @@
+// Decode benchmark of the CUDA engine: one decode step (Sq = 1, D = 128) per shape and KV storage
+// type, timed with CUDA events around CUDA-graph replays, beside a read-only bandwidth probe run
+// in the same process. Prints a table and writes JSON.
+//
+// Bytes counted: K and V once (codes and scales), the roofline of a decode step. Large shapes read
+// far more than the 60 MB L2, so each replay streams from HBM; the small shapes (1k and 8k keys)
+// are the latency cases and are reported as measured, L2 included.
+//
+// Usage: mxattn_decode_bench [--json PATH] [--quick]
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "mxattn/attention.h"
+#include "mxattn/cuda.h"
+
+namespace {
+
+#define CHECK_CUDA(call)                                                                          \
+  do {                                                                                            \
+    const cudaError_t e_ = (call);                                                                \
+    if (e_ != cudaSuccess) {                                                                      \
+      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
+      std::exit(1);                                                                               \
+    }                                                                                             \
+  } while (0)
+
+void check_status(const mxattn::Status& st, const char* what) {
+  if (!st) {
+    std::fprintf(stderr, "%s: %s\n", what, st.message().c_str());
+    std::exit(1);
+  }
+}
+
+__device__ uint32_t device_hash(uint64_t x) {
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdull;
+  x ^= x >> 33;
+  x *= 0xc4ceb9fe1a85ec53ull;
+  x ^= x >> 33;
+  return uint32_t(x);
+}
+
+enum class Fill { bf16_values, e4m3_codes, e5m2_codes, any_codes, scales };
+
+// Random finite contents of each kind: bf16 in (-1, 1), MX codes without NaN/Inf, E8M0 scales
+// near 1.
+__global__ void fill_kernel(uint8_t* data, int64_t bytes, Fill kind, uint64_t seed) {
+  for (int64_t n = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; n < bytes;
+       n += int64_t(gridDim.x) * blockDim.x) {
+    uint32_t r = device_hash(seed * 0x9e3779b97f4a7c15ull + uint64_t(n));
+    uint8_t b = uint8_t(r);
+    switch (kind) {
+      case Fill::bf16_values:
+        // Odd bytes are bf16 high bytes: sign and an exponent below 127 keep |x| < 1.
+        b = (n & 1) ? uint8_t((r & 0x80u) | (0x38u + (r >> 8) % 6)) : uint8_t(r >> 16);
+        break;
+      case Fill::e4m3_codes:
+        if ((b & 0x7f) == 0x7f) b ^= 1;
+        break;
+      case Fill::e5m2_codes:
+        if ((b & 0x7c) == 0x7c) b &= 0xbf;
+        break;
+      case Fill::scales:
+        b = uint8_t(120 + r % 8);
+        break;
+      case Fill::any_codes:
+        break;
+    }
+    data[n] = b;
+  }
+}
+
+// Read-only bandwidth probe: every 16-byte vector read once, folded so nothing is optimized away.
+__global__ void read_probe_kernel(const uint4* data, int64_t vectors, uint32_t* sink) {
+  uint32_t acc = 0;
+  for (int64_t n = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; n < vectors;
+       n += int64_t(gridDim.x) * blockDim.x) {
+    const uint4 v = __ldcs(data + n);
+    acc ^= v.x ^ v.y ^ v.z ^ v.w;
+  }
+  if (acc == 0x12345678u) *sink = acc;
+}
+
+struct DeviceBuffer {
+  void* ptr = nullptr;
+  int64_t bytes = 0;
+  explicit DeviceBuffer(int64_t n) : bytes(n) {
+    CHECK_CUDA(cudaMalloc(&ptr, size_t(std::max<int64_t>(n, 1))));
+  }
+  ~DeviceBuffer() { cudaFree(ptr); }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  void fill(Fill kind, uint64_t seed) {
+    fill_kernel<<<1024, 256>>>(static_cast<uint8_t*>(ptr), bytes, kind, seed);
+    CHECK_CUDA(cudaGetLastError());
+  }
+};
+
+// Median time of `reps` launches of `graph`, each timed with events, in microseconds; replays run
+// back to back `batch` at a time so that launch gaps are those of a graph replay.
+double time_graph(cudaGraphExec_t graph, cudaStream_t stream, int reps, int batch) {
+  cudaEvent_t start, stop;
+  CHECK_CUDA(cudaEventCreate(&start));
+  CHECK_CUDA(cudaEventCreate(&stop));
+  for (int w = 0; w < 3; ++w) CHECK_CUDA(cudaGraphLaunch(graph, stream));
+  std::vector<double> times;
+  for (int r = 0; r < reps; ++r) {
+    CHECK_CUDA(cudaEventRecord(start, stream));
+    for (int n = 0; n < batch; ++n) CHECK_CUDA(cudaGraphLaunch(graph, stream));
+    CHECK_CUDA(cudaEventRecord(stop, stream));
+    CHECK_CUDA(cudaEventSynchronize(stop));
+    float ms = 0;
+    CHECK_CUDA(cudaEventElapsedTime(&ms, start, stop));
+    times.push_back(double(ms) * 1000.0 / batch);
+  }
+  std::sort(times.begin(), times.end());
+  CHECK_CUDA(cudaEventDestroy(start));
+  CHECK_CUDA(cudaEventDestroy(stop));
+  return times[times.size() / 2];
+}
+
+template <class Launch>
+cudaGraphExec_t capture(cudaStream_t stream, Launch launch) {
+  cudaGraph_t graph;
+  CHECK_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+  launch();
+  CHECK_CUDA(cudaStreamEndCapture(stream, &graph));
+  cudaGraphExec_t exec;
+  CHECK_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+  CHECK_CUDA(cudaGraphDestroy(graph));
+  return exec;
+}
+
+double probe_bandwidth(cudaStream_t stream, int reps) {
+  const int64_t bytes = int64_t(2) << 30;
+  DeviceBuffer buf(bytes), sink(4);
+  buf.fill(Fill::any_codes, 1);
+  const cudaGraphExec_t graph = capture(stream, [&] {
+    read_probe_kernel<<<132 * 16, 512, 0, stream>>>(static_cast<const uint4*>(buf.ptr), bytes / 16,
+                                                    static_cast<uint32_t*>(sink.ptr));
+  });
+  const double us = time_graph(graph, stream, reps, 1);
+  CHECK_CUDA(cudaGraphExecDestroy(graph));
+  return double(bytes) / (us * 1e-6) / 1e9;
+}
+
+struct Shape {
+  const char* name;
+  int64_t batch, heads_q, heads_kv, keys;
+};
+
+struct Result {
+  std::string shape, kv;
+  double us = 0, kv_bytes = 0, gbps = 0;
+  int64_t ctas = 0;
+  bool combines = false;
+  double combine_us = 0, combine_gbps = 0;
+};
+
+mxattn::TensorView view(void* data, mxattn::DType t, std::initializer_list<int64_t> shape) {
+  return mxattn::make_view(data, t, shape);
+}
+
+Result run_shape(const Shape& s, mxattn::DType kv, cudaStream_t stream, int reps) {
+  using mxattn::DType;
+  constexpr int64_t kDim = 128;
+  const bool mx = mxattn::is_mx(kv);
+  const int64_t kv_elems = s.batch * s.keys * s.heads_kv * kDim;
+  const int64_t kv_bytes = kv_elems * mxattn::bits_of(kv) / 8;
+  const int64_t scale_bytes = mx ? kv_elems / 32 : 0;
+  DeviceBuffer q(s.batch * s.heads_q * kDim * 2), o(s.batch * s.heads_q * kDim * 2);
+  DeviceBuffer k(kv_bytes), v(kv_bytes), ks(scale_bytes), vs(scale_bytes);
+  q.fill(Fill::bf16_values, 1);
+  const Fill codes = kv == DType::bf16   ? Fill::bf16_values
+                     : kv == DType::e4m3 ? Fill::e4m3_codes
+                     : kv == DType::e5m2 ? Fill::e5m2_codes
+                                         : Fill::any_codes;
+  k.fill(codes, 2);
+  v.fill(codes, 3);
+  if (mx) {
+    ks.fill(Fill::scales, 4);
+    vs.fill(Fill::scales, 5);
+  }
+  std::vector<int32_t> kv_len(size_t(s.batch), int32_t(s.keys));
+
+  mxattn::AttentionArgs a;
+  a.q = view(q.ptr, DType::bf16, {s.batch, 1, s.heads_q, kDim});
+  a.k = view(k.ptr, kv, {s.batch, s.keys, s.heads_kv, kDim});
+  a.v = view(v.ptr, kv, {s.batch, s.keys, s.heads_kv, kDim});
+  a.o = view(o.ptr, DType::bf16, {s.batch, 1, s.heads_q, kDim});
+  if (mx) {
+    a.k_scales = view(ks.ptr, DType::e8m0, {s.batch, s.keys, s.heads_kv, kDim / 32});
+    a.v_scales = view(vs.ptr, DType::e8m0, {s.batch, s.keys, s.heads_kv, kDim / 32});
+  }
+  a.kv_len = view(kv_len.data(), DType::i32, {s.batch});
+  a.split.split_kv = 0;
+
+  mxattn::cuda::DecodePlan plan;
+  check_status(mxattn::cuda::plan_decode(a, &plan), "plan_decode");
+  check_status(mxattn::cuda::run_decode(plan, a, stream), "run_decode");
+  CHECK_CUDA(cudaStreamSynchronize(stream));
+  const cudaGraphExec_t graph = capture(
+      stream, [&] { check_status(mxattn::cuda::run_decode(plan, a, stream), "run_decode"); });
+  const bool small = kv_bytes < (int64_t(256) << 20);
+  Result r;
+  r.shape = s.name;
+  r.kv = std::string(mxattn::name_of(kv));
+  r.us = time_graph(graph, stream, reps, small ? 50 : 5);
+  r.kv_bytes = double(2 * (kv_bytes + scale_bytes));
+  r.gbps = r.kv_bytes / (r.us * 1e-6) / 1e9;
+  r.ctas = plan.split_blocks();
+  r.combines = plan.combines();
+  CHECK_CUDA(cudaGraphExecDestroy(graph));
+  if (plan.combines()) {
+    const cudaGraphExec_t combine = capture(
+        stream, [&] { check_status(mxattn::cuda::run_combine(plan, a, stream), "run_combine"); });
+    r.combine_us = time_graph(combine, stream, reps, 20);
+    // Its own bytes: every slot's partial O and L_s read (an upper bound: splits past a row's
+    // count are skipped), O written.
+    const double rows = double(s.batch * s.heads_q);
+    const double slots = double(plan.partial_slots());
+    r.combine_gbps = rows * (slots * (kDim * 4 + 4) + kDim * 2) / (r.combine_us * 1e-6) / 1e9;
+    CHECK_CUDA(cudaGraphExecDestroy(combine));
+  }
+  return r;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string json_path = "decode_bench.json";
+  bool quick = false;
+  for (int n = 1; n < argc; ++n) {
+    if (std::strcmp(argv[n], "--json") == 0 && n + 1 < argc) {
+      json_path = argv[++n];
+    } else if (std::strcmp(argv[n], "--quick") == 0) {
+      quick = true;
+    } else {
+      std::fprintf(stderr, "usage: %s [--json PATH] [--quick]\n", argv[0]);
+      return 2;
+    }
+  }
+  const int reps = quick ? 5 : 15;
+  cudaStream_t stream;
+  CHECK_CUDA(cudaStreamCreate(&stream));
+  cudaDeviceProp prop;
+  CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));
+
+  const double probe = probe_bandwidth(stream, reps);
+  const Shape shapes[] = {{"B1_H32_K32_S128k", 1, 32, 32, 131072},
+                          {"B8_H32_K8_S32k", 8, 32, 8, 32768},
+                          {"B64_H32_K8_S4k", 64, 32, 8, 4096},
+                          {"B1_H32_K32_S1k_graph", 1, 32, 32, 1024},
+                          {"B1_H32_K32_S8k_graph", 1, 32, 32, 8192}};
+  const mxattn::DType kvs[] = {mxattn::DType::bf16, mxattn::DType::f16,  mxattn::DType::e4m3,
+                               mxattn::DType::e5m2, mxattn::DType::e2m3, mxattn::DType::e3m2,
+                               mxattn::DType::e2m1};
+  std::vector<Result> results;
+  for (const Shape& s : shapes)
+    for (mxattn::DType kv : kvs) results.push_back(run_shape(s, kv, stream, reps));
+
+  std::printf("device: %s, %d SMs; read-only probe over 2 GiB: %.0f GB/s\n", prop.name,
+              prop.multiProcessorCount, probe);
+  std::printf("%-22s %-5s %10s %9s %7s %7s %11s %9s\n", "shape", "kv", "time_us", "GB/s", "%probe",
+              "CTAs", "combine_us", "comb_GB/s");
+  for (const Result& r : results) {
+    std::printf("%-22s %-5s %10.2f %9.0f %6.1f%% %7lld %11.2f %9.0f\n", r.shape.c_str(),
+                r.kv.c_str(), r.us, r.gbps, 100.0 * r.gbps / probe, static_cast<long long>(r.ctas),
+                r.combine_us, r.combine_gbps);
+  }
+
+  FILE* f = std::fopen(json_path.c_str(), "w");
+  if (f == nullptr) {
+    std::fprintf(stderr, "cannot write %s\n", json_path.c_str());
+    return 1;
+  }
+  std::fprintf(f, "{\n  \"device\": \"%s\",\n  \"probe_gbps\": %.1f,\n  \"results\": [\n",
+               prop.name, probe);
+  for (size_t n = 0; n < results.size(); ++n) {
+    const Result& r = results[n];
+    std::fprintf(f,
+                 "    {\"shape\": \"%s\", \"kv\": \"%s\", \"us\": %.3f, \"kv_bytes\": %.0f, "
+                 "\"gbps\": %.1f, \"ctas\": %lld, \"combines\": %s, \"combine_us\": %.3f, "
+                 "\"combine_gbps\": %.1f}%s\n",
+                 r.shape.c_str(), r.kv.c_str(), r.us, r.kv_bytes, r.gbps,
+                 static_cast<long long>(r.ctas), r.combines ? "true" : "false", r.combine_us,
+                 r.combine_gbps, n + 1 < results.size() ? "," : "");
+  }
+  std::fprintf(f, "  ]\n}\n");
+  std::fclose(f);
+  CHECK_CUDA(cudaStreamDestroy(stream));
+  return 0;
+}
