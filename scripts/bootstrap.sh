@@ -19,6 +19,13 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}"
 fi
 
+# CUDA C++20 needs CMake 3.28 or later; Debian 12 has 3.25, so take one from PyPI (see env.sh).
+. "$(dirname "$0")/env.sh"
+if ! mxattn_cmake_ok cmake; then
+  echo "bootstrap: installing CMake >= 3.28 from PyPI"
+  python3 -m pip install -q "cmake>=3.28,<4" || python3 -m pip install -q --break-system-packages "cmake>=3.28,<4"
+fi
+
 if ! python3 -c "import numpy, ml_dtypes" >/dev/null 2>&1; then
   echo "bootstrap: installing numpy and ml_dtypes from PyPI"
   python3 -m pip install -q numpy ml_dtypes || python3 -m pip install -q --break-system-packages numpy ml_dtypes

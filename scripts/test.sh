@@ -10,6 +10,7 @@ preset=release
 [ "${1:-}" = "--asan" ] && preset=asan
 
 scripts/bootstrap.sh
+. scripts/env.sh
 cmake --preset "$preset" >/dev/null
 cmake --build --preset "$preset"
 
@@ -18,3 +19,14 @@ if ! (command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1); t
   ctest_args+=(-LE gpu)  # no GPU here: the CUDA suite is compiled, not run
 fi
 ctest "${ctest_args[@]}" -j2
+
+# --- Python package (python/, README "Python") ---------------------------------------------------
+# `pip install .` builds the extension with this CMake project (CPU engines unless MXATTN_CUDA is
+# set), then its pytest suite runs: NumPy and ml_dtypes on the CPU engines here, PyTorch CUDA
+# tests where a GPU and a CUDA build are. Not under --asan: the interpreter is not instrumented.
+if [ "$preset" = release ]; then
+  export PIP_BREAK_SYSTEM_PACKAGES=1  # Debian's Python is externally managed; CI owns the machine
+  python3 -m pip install -q "nanobind>=2" "scikit-build-core>=0.10" pytest numpy ml_dtypes
+  python3 -m pip install -q --no-build-isolation .
+  python3 -m pytest -q python/tests
+fi

@@ -18,6 +18,8 @@ constexpr Verb kVerbs[] = {
     {"run", mxattn::tools::verb_run,
      "run one attention problem, timed and verified against the reference"},
     {"plan", mxattn::tools::verb_plan, "print the split-KV partition of a problem"},
+    {"dist", mxattn::tools::verb_dist,
+     "sequence-parallel attention over MPI or NCCL ranks (under mpirun)"},
     {"quant", mxattn::tools::verb_quant, "quantize a .npy tensor to an MX format"},
     {"dequant", mxattn::tools::verb_dequant, "dequantize the files written by quant to a .npy"},
     {"formats", mxattn::tools::verb_formats, "print the range and precision of each MX format"},

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <memory>
 #include <vector>
 
 #include "core/host_tensor.h"
@@ -13,27 +14,10 @@
 #include "core/problem.h"
 #include "cpu/engines.h"
 #include "progress.h"
+#include "runner.h"
 
 namespace mxattn::tools {
 namespace {
-
-const char* engine_name(Engine e) {
-  switch (e) {
-    case Engine::cpu_reference:
-      return "cpu-reference";
-    case Engine::cpu_fast:
-      return "cpu-fast";
-    case Engine::cuda:
-      return "cuda";
-    default:
-      return "auto";
-  }
-}
-
-// The engine `automatic` resolves to on this machine.
-Engine resolve_engine(Engine e) {
-  return e == Engine::automatic ? Engine::cpu_fast : e;
-}
 
 // Largest error an output may show against the f64 reference, by its storage type: the rounding of
 // the stored result dominates, plus f32 accumulation.
@@ -61,6 +45,24 @@ void print_check(const Check& c) {
               static_cast<long long>(c.m.mismatched_nonfinite), c.pass ? "PASS" : "FAIL");
 }
 
+
+// The runner for the requested engine. `automatic` takes the GPU where there is one and the CUDA
+// engine supports the problem, else the fast CPU engine.
+Status pick_runner(workload::Workload& w, const RunSettings& settings,
+                   std::unique_ptr<Runner>* out) {
+  if (settings.engine == Engine::cuda) return make_cuda_runner(w, out);
+  if (settings.engine == Engine::automatic && gpu_present()) {
+    const Status st = make_cuda_runner(w, out);
+    if (st || st.code() != ErrorCode::unsupported) return st;
+    std::printf("note:    the CUDA engine does not run this problem (%s); using the CPU\n",
+                st.message().c_str());
+  }
+  const Engine cpu =
+      settings.engine == Engine::cpu_reference ? Engine::cpu_reference : Engine::cpu_fast;
+  *out = make_cpu_runner(w, cpu, settings.threads);
+  return Status::ok();
+}
+
 }  // namespace
 
 int run_problem(const workload::Config& config, const RunSettings& settings,
@@ -70,31 +72,28 @@ int run_problem(const workload::Config& config, const RunSettings& settings,
     std::fprintf(stderr, "mxattn run: %s\n", st.message().c_str());
     return 2;
   }
-  const Engine engine = resolve_engine(settings.engine);
-  RunOptions options;
-  options.engine = engine;
-  options.threads = settings.threads;
-
   std::printf("problem: %s\n", w.describe().c_str());
-  std::printf("engine:  %s\n", engine_name(engine));
-
-  // One untimed run (warm-up, and its output is what gets verified).
-  if (Status st = attention(w.args(), options); !st) {
+  std::unique_ptr<Runner> runner;
+  const auto fail = [](const Status& st) {
     std::fprintf(stderr, "mxattn run: %s\n", st.message().c_str());
-    return 2;
-  }
-  const auto t0 = std::chrono::steady_clock::now();
-  if (Status st = attention(w.args(), options); !st) return 2;
-  const double first = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return st.code() == ErrorCode::invalid_argument ? 2 : 1;
+  };
+  if (Status st = pick_runner(w, settings, &runner); !st) return fail(st);
+  std::printf("engine:  %s\n", runner->name());
+
+  // One untimed run (warm-up), then as many timed runs as asked for.
+  double first = 0;
+  if (Status st = runner->run(&first); !st) return fail(st);
+  if (Status st = runner->run(&first); !st) return fail(st);
   int repeat = settings.repeat;
   if (repeat <= 0) repeat = std::clamp(int(0.5 / std::max(first, 1e-6)), 3, 1000);
   std::vector<double> times;
   {
     ProgressBar bar("timing", repeat);
     for (int r = 0; r < repeat; ++r) {
-      const auto s = std::chrono::steady_clock::now();
-      if (Status st = attention(w.args(), options); !st) return 2;
-      times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - s).count());
+      double t = 0;
+      if (Status st = runner->run(&t); !st) return fail(st);
+      times.push_back(t);
       bar.update(r + 1);
     }
   }
@@ -111,8 +110,10 @@ int run_problem(const workload::Config& config, const RunSettings& settings,
   std::vector<Check> checks;
   if (settings.verify) {
     // The verified output is the engine's, rerun once more after poisoning.
-    w.poison_outputs();
-    if (Status st = attention(w.args(), options); !st) return 2;
+    double t = 0;
+    if (Status st = runner->poison_outputs(); !st) return fail(st);
+    if (Status st = runner->run(&t); !st) return fail(st);
+    if (Status st = runner->fetch_outputs(); !st) return fail(st);
     const workload::Config& c = w.config();
     core::HostTensor o_ref(DType::f32, {c.batch, c.seq_q, c.heads_q, c.dim_v});
     core::HostTensor lse_ref(DType::f32, {c.batch, c.heads_q, c.seq_q});
@@ -159,7 +160,7 @@ int run_problem(const workload::Config& config, const RunSettings& settings,
 
   if (!settings.json_path.empty()) {
     std::ofstream js(settings.json_path);
-    js << "{\n  \"problem\": \"" << w.describe() << "\",\n  \"engine\": \"" << engine_name(engine)
+    js << "{\n  \"problem\": \"" << w.describe() << "\",\n  \"engine\": \"" << runner->name()
        << "\",\n  \"median_ms\": " << median * 1e3 << ",\n  \"min_ms\": " << times.front() * 1e3
        << ",\n  \"gflops\": " << gflops << ",\n  \"gbytes_per_s\": " << gbytes
        << ",\n  \"checks\": [";

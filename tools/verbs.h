@@ -10,5 +10,6 @@ int verb_dequant(int argc, char** argv);
 int verb_formats(int argc, char** argv);
 int verb_run(int argc, char** argv);
 int verb_plan(int argc, char** argv);
+int verb_dist(int argc, char** argv);
 
 }  // namespace mxattn::tools

@@ -158,6 +158,7 @@ struct Shape {
 
 struct Result {
   std::string shape, kv;
+  int64_t tile_n = 0;  // 0: the engine's default
   double us = 0, kv_bytes = 0, gbps = 0;
   int64_t ctas = 0;
   bool combines = false;
@@ -168,7 +169,7 @@ mxattn::TensorView view(void* data, mxattn::DType t, std::initializer_list<int64
   return mxattn::make_view(data, t, shape);
 }
 
-Result run_shape(const Shape& s, mxattn::DType kv, cudaStream_t stream, int reps) {
+Result run_shape(const Shape& s, mxattn::DType kv, int64_t tile_n, cudaStream_t stream, int reps) {
   using mxattn::DType;
   constexpr int64_t kDim = 128;
   const bool mx = mxattn::is_mx(kv);
@@ -201,6 +202,7 @@ Result run_shape(const Shape& s, mxattn::DType kv, cudaStream_t stream, int reps
   }
   a.kv_len = view(kv_len.data(), DType::i32, {s.batch});
   a.split.split_kv = 0;
+  a.split.tile_n = int32_t(tile_n);
 
   mxattn::cuda::DecodePlan plan;
   check_status(mxattn::cuda::plan_decode(a, &plan), "plan_decode");
@@ -212,6 +214,7 @@ Result run_shape(const Shape& s, mxattn::DType kv, cudaStream_t stream, int reps
   Result r;
   r.shape = s.name;
   r.kv = std::string(mxattn::name_of(kv));
+  r.tile_n = tile_n;
   r.us = time_graph(graph, stream, reps, small ? 50 : 5);
   r.kv_bytes = double(2 * (kv_bytes + scale_bytes));
   r.gbps = r.kv_bytes / (r.us * 1e-6) / 1e9;
@@ -263,17 +266,23 @@ int main(int argc, char** argv) {
                                mxattn::DType::e5m2, mxattn::DType::e2m3, mxattn::DType::e3m2,
                                mxattn::DType::e2m1};
   std::vector<Result> results;
-  for (const Shape& s : shapes)
-    for (mxattn::DType kv : kvs) results.push_back(run_shape(s, kv, stream, reps));
+  for (const Shape& s : shapes) {
+    for (mxattn::DType kv : kvs) results.push_back(run_shape(s, kv, 0, stream, reps));
+    // Key-tile sweep of the default auto split (longer or shorter CTAs), bf16.
+    for (int64_t tile_n : {32, 128}) {
+      results.push_back(run_shape(s, mxattn::DType::bf16, tile_n, stream, reps));
+    }
+  }
 
   std::printf("device: %s, %d SMs; read-only probe over 2 GiB: %.0f GB/s\n", prop.name,
               prop.multiProcessorCount, probe);
-  std::printf("%-22s %-5s %10s %9s %7s %7s %11s %9s\n", "shape", "kv", "time_us", "GB/s", "%probe",
-              "CTAs", "combine_us", "comb_GB/s");
+  std::printf("%-22s %-5s %6s %10s %9s %7s %7s %11s %9s\n", "shape", "kv", "tile_n", "time_us",
+              "GB/s", "%probe", "CTAs", "combine_us", "comb_GB/s");
   for (const Result& r : results) {
-    std::printf("%-22s %-5s %10.2f %9.0f %6.1f%% %7lld %11.2f %9.0f\n", r.shape.c_str(),
-                r.kv.c_str(), r.us, r.gbps, 100.0 * r.gbps / probe, static_cast<long long>(r.ctas),
-                r.combine_us, r.combine_gbps);
+    std::printf("%-22s %-5s %6lld %10.2f %9.0f %6.1f%% %7lld %11.2f %9.0f\n", r.shape.c_str(),
+                r.kv.c_str(), static_cast<long long>(r.tile_n), r.us, r.gbps,
+                100.0 * r.gbps / probe, static_cast<long long>(r.ctas), r.combine_us,
+                r.combine_gbps);
   }
 
   FILE* f = std::fopen(json_path.c_str(), "w");
@@ -286,12 +295,12 @@ int main(int argc, char** argv) {
   for (size_t n = 0; n < results.size(); ++n) {
     const Result& r = results[n];
     std::fprintf(f,
-                 "    {\"shape\": \"%s\", \"kv\": \"%s\", \"us\": %.3f, \"kv_bytes\": %.0f, "
-                 "\"gbps\": %.1f, \"ctas\": %lld, \"combines\": %s, \"combine_us\": %.3f, "
-                 "\"combine_gbps\": %.1f}%s\n",
-                 r.shape.c_str(), r.kv.c_str(), r.us, r.kv_bytes, r.gbps,
-                 static_cast<long long>(r.ctas), r.combines ? "true" : "false", r.combine_us,
-                 r.combine_gbps, n + 1 < results.size() ? "," : "");
+                 "    {\"shape\": \"%s\", \"kv\": \"%s\", \"tile_n\": %lld, \"us\": %.3f, "
+                 "\"kv_bytes\": %.0f, \"gbps\": %.1f, \"ctas\": %lld, \"combines\": %s, "
+                 "\"combine_us\": %.3f, \"combine_gbps\": %.1f}%s\n",
+                 r.shape.c_str(), r.kv.c_str(), static_cast<long long>(r.tile_n), r.us, r.kv_bytes,
+                 r.gbps, static_cast<long long>(r.ctas), r.combines ? "true" : "false",
+                 r.combine_us, r.combine_gbps, n + 1 < results.size() ? "," : "");
   }
   std::fprintf(f, "  ]\n}\n");
   std::fclose(f);

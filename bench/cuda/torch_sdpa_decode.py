@@ -52,10 +52,28 @@ def time_graph(fn, reps, batch):
     return times[len(times) // 2]
 
 
+def time_eager(fn, reps, batch):
+    """Median microseconds of one call of fn(), launched back to back (no graph)."""
+    for _ in range(3):
+        fn()
+    start = torch.cuda.Event(enable_timing=True)
+    stop = torch.cuda.Event(enable_timing=True)
+    times = []
+    for _ in range(reps):
+        start.record()
+        for _ in range(batch):
+            fn()
+        stop.record()
+        stop.synchronize()
+        times.append(start.elapsed_time(stop) * 1000.0 / batch)
+    times.sort()
+    return times[len(times) // 2]
+
+
 def probe(reps):
     x = torch.rand((2 << 30) // 4, device="cuda", dtype=torch.float32)
     out = torch.empty((), device="cuda", dtype=torch.float32)
-    us = time_graph(lambda: torch.sum(x, out=out), reps, 1)
+    us = time_graph(lambda: torch.sum(x, dim=0, out=out), reps, 1)
     del x
     return (2 << 30) / (us * 1e-6) / 1e9
 
@@ -73,11 +91,18 @@ def run_shape(name, batch, heads_q, heads_kv, keys, backend_name, backend, reps)
         with sdpa_kernel([backend]):
             return F.scaled_dot_product_attention(q, k, v, enable_gqa=gqa)
 
+    batch_size = 50 if small else 5
     try:
-        us = time_graph(step, reps, 50 if small else 5)
-        result.update(us=us, gbps=kv_bytes / (us * 1e-6) / 1e9, gqa="native" if gqa else "none")
-    except RuntimeError as err:
-        result.update(us=None, gbps=None, error=str(err).splitlines()[0][:200])
+        us, timing = time_graph(step, reps, batch_size), "graph"
+    except RuntimeError:
+        try:
+            us, timing = time_eager(step, reps, batch_size), "eager"
+        except RuntimeError as err:
+            us, timing = None, str(err).splitlines()[0][:200]
+    if us is None:
+        result.update(us=None, gbps=None, error=timing)
+    else:
+        result.update(us=us, gbps=kv_bytes / (us * 1e-6) / 1e9, gqa="native" if gqa else "none", timing=timing)
     del q, k, v
     torch.cuda.empty_cache()
     return result
@@ -101,7 +126,8 @@ def main():
         if r["us"] is None:
             print(f"{r['shape']:22} {r['backend']:7} {'n/a':>10}  {r.get('error', '')}")
         else:
-            print(f"{r['shape']:22} {r['backend']:7} {r['us']:10.2f} {r['gbps']:9.0f} {100 * r['gbps'] / probe_gbps:6.1f}%")
+            print(f"{r['shape']:22} {r['backend']:7} {r['us']:10.2f} {r['gbps']:9.0f} {100 * r['gbps'] / probe_gbps:6.1f}%"
+                  f"  ({r['timing']})")
     with open(args.json, "w") as f:
         json.dump({"device": device, "torch": torch.__version__, "probe_gbps": probe_gbps, "results": results}, f,
                   indent=2)

@@ -11,7 +11,7 @@
 //
 // What the engine supports (anything else is refused by plan_decode with ErrorCode::unsupported):
 // K and V of the same storage type; (Dqk, Dv) in {(64, 64), (128, 128), (256, 256), (192, 128)};
-// K/V (and their scales) with a contiguous head dim, rows 16-byte aligned, scales contiguous;
+// K/V with a contiguous head dim and 16-byte aligned rows; scales contiguous and 16-byte aligned;
 // tile_n a multiple of 16; page_size a multiple of 16; no block-sparse layout and no k_mean.
 // Q, O and LSE may have any strides; Q may be f32, f16, bf16 or MX; O f32, f16 or bf16.
 #pragma once
@@ -25,10 +25,10 @@
 namespace mxattn::cuda {
 
 // The engine's default tiles: a query tile of up to 16 rows (all heads of a KV group share each K/V
-// load) and key tiles of 32 keys, so that auto split_kv (SplitParams' target tiles per split) gives
-// even short sequences enough splits to fill the GPU.
+// load) and key tiles of 64 keys, so that auto split_kv (SplitParams' target tiles per split) gives
+// each CTA at least 512 keys, while short sequences still get enough splits to fill the GPU.
 inline constexpr int64_t kDefaultTileM = 16;
-inline constexpr int64_t kDefaultTileN = 32;
+inline constexpr int64_t kDefaultTileN = 64;
 
 class DecodePlan {
  public:

@@ -16,7 +16,8 @@ namespace mxattn::python {
 
 namespace nb = nanobind;
 
-// Read-only arrays for inputs (a read-only NumPy array is a fine input) and writable ones for outputs.
+// Read-only arrays for inputs (a read-only NumPy array is a fine input) and writable ones for
+// outputs.
 using InputArray = nb::ndarray<nb::ro>;
 using OutputArray = nb::ndarray<>;
 
@@ -36,14 +37,15 @@ Placement placement_of(const Array& array, std::string_view name) {
   return placement_of(array.device_type(), array.device_id(), name);
 }
 
-// Parses an element type name ("f32", "bf16", "e4m3", "mxfp4", ...); raises ValueError naming `name`.
+// Parses an element type name ("f32", "bf16", "e4m3", "mxfp4", ...); raises ValueError naming
+// `name`.
 DType parse_element_type(std::string_view name, std::string_view type_name);
 
 // The view of `array`'s memory as elements of `type`. Frameworks have no MX types, so MX codes
 // and E8M0 scales come as 8-bit arrays; packed FP6 and FP4 rows come as their bytes (FP6: 3 bytes
-// per 4 elements, FP4: 1 byte per 2 elements) along a contiguous last axis, and the view's last axis
-// counts elements. bf16 comes as bfloat16 or as its 16-bit pattern. Raises ValueError naming `name`
-// when the storage cannot hold `type`.
+// per 4 elements, FP4: 1 byte per 2 elements) along a contiguous last axis, and the view's last
+// axis counts elements. bf16 comes as bfloat16 or as its 16-bit pattern. Raises ValueError naming
+// `name` when the storage cannot hold `type`.
 TensorView view_of(std::string_view name, int rank, const int64_t* shape, const int64_t* strides,
                    nb::dlpack::dtype storage, const void* data, DType type);
 

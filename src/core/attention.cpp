@@ -1,10 +1,14 @@
 // The API layer: validate once, pick an engine, run.
+#include "mxattn/attention.h"
 #include "core/plan.h"
 #include "core/problem.h"
 #include "core/validate.h"
 #include "cpu/engines.h"
-#include "mxattn/attention.h"
 #include "mxattn/combine.h"
+
+#if MXATTN_WITH_CUDA
+#include "cuda/device_args.h"
+#endif
 
 namespace mxattn {
 
@@ -16,19 +20,29 @@ Status validate(const AttentionArgs& args) {
 Status attention(const AttentionArgs& args, const RunOptions& options) {
   core::Problem p;
   if (Status st = core::validate_problem(args, &p); !st) return st;
-  switch (options.engine) {
+  Engine engine = options.engine;
+#if MXATTN_WITH_CUDA
+  if (engine == Engine::automatic && cuda::is_device_pointer(args.q.data)) engine = Engine::cuda;
+#endif
+  switch (engine) {
     case Engine::cuda:
-      return Status::unsupported("engine: the CUDA engine is not built into this entry point yet");
+#if MXATTN_WITH_CUDA
+      return cuda::run_attention(args, options.stream);
+#else
+      return Status::unsupported("engine: this build of mxattn has no CUDA engine");
+#endif
     case Engine::cpu_reference: {
       const core::SplitParams split = core::resolve_split(p, cpu::kTileM, cpu::kTileN);
-      if (Status st = core::validate_partial_slots(args, core::partial_slots(p, split)); !st) return st;
+      if (Status st = core::validate_partial_slots(args, core::partial_slots(p, split)); !st)
+        return st;
       cpu::run_reference(p, split);
       return Status::ok();
     }
     case Engine::automatic:
     case Engine::cpu_fast: {
       const core::SplitParams split = core::resolve_split(p, cpu::kTileM, cpu::kTileN);
-      if (Status st = core::validate_partial_slots(args, core::partial_slots(p, split)); !st) return st;
+      if (Status st = core::validate_partial_slots(args, core::partial_slots(p, split)); !st)
+        return st;
       cpu::run_fast(p, split, options.threads);
       return Status::ok();
     }

@@ -1,8 +1,9 @@
 // The fast CPU engine: flash-style online softmax over the SPEC 3 partition of plan.h, one work
-// item per (batch, KV head or query head, query tile, split, piece), run on OpenMP threads. The
-// query heads of a GQA group are packed into one tile, so each K/V tile is dequantized once and used
-// by all of them. The arithmetic lives in the kernel sets of fast_kernels.h; this file gathers rows,
-// plans the work and writes the results.
+// item per (batch, query tile, split, piece) and run of KV heads, on OpenMP threads. The query
+// heads of a GQA group are packed into one tile, so each K/V tile is dequantized once and used by
+// all of them; decode items take several KV heads at once, so that they read the cache front to
+// back. The arithmetic lives in the kernel sets of fast_kernels.h; this file gathers rows, plans
+// the work and writes the results.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -25,14 +26,22 @@ constexpr float kLog2e = 1.44269504088896341f;
 constexpr float kLn2 = 0.693147180559945309f;
 // Packed rows and head dims are padded to the widest vector, 16 f32 lanes.
 constexpr int64_t kPad = 16;
-// Up to this many packed rows use the kernel with vectors along the head dim (decode).
+// Query tiles of up to this many rows per head (decode) use the kernel with vectors along the head
+// dim. The choice depends only on the tile size, never on how many heads or tiles are packed
+// together, so every row is computed the same way however the plan groups it.
 constexpr int64_t kFewRows = 8;
+// K and V tiles of a group of KV heads stay within this many f32 (half of a 2 MiB L2).
+constexpr int64_t kGroupScratchFloats = int64_t(1) << 18;
+// Query tiles with the same key tiles are merged up to this many packed rows.
+constexpr int64_t kMaxPackedRows = 256;
 // A split's key tiles are cut into pieces of at most this many, each its own work item, merged
 // afterwards: one long sequence then keeps every thread busy. The cut depends only on the tile's
 // own key count, so results do not depend on the batch or the thread count.
 constexpr int64_t kPieceTiles = 32;
 
-int64_t round_up(int64_t x, int64_t m) { return core::ceil_div(x, m) * m; }
+int64_t round_up(int64_t x, int64_t m) {
+  return core::ceil_div(x, m) * m;
+}
 
 const FastKernels& kernels_for(SimdIsa isa) {
   switch (isa) {
@@ -58,26 +67,6 @@ Floats zeroed_floats(int64_t n) {
   return Floats(p);
 }
 
-// One split of one packed query tile: its key-tile positions [first, first + count) and the piece
-// of the split it is (pieces > 1: its result goes to the piece buffer at piece_slot).
-struct WorkItem {
-  int64_t tile = 0;  // index into Plan::tiles
-  int64_t split = 0;
-  int64_t first = 0;
-  int64_t count = 0;
-  int64_t piece = 0;
-  int64_t pieces = 1;
-  int64_t piece_slot = 0;
-};
-
-// A split run as several pieces: merged into one result after the items.
-struct PieceGroup {
-  int64_t tile = 0;
-  int64_t split = 0;
-  int64_t pieces = 0;
-  int64_t first_slot = 0;
-};
-
 struct PackedTile {
   core::QueryTile q;  // the plan's tile of the first packed head
   int64_t kv_head = 0;
@@ -85,59 +74,162 @@ struct PackedTile {
   int64_t rows() const { return heads * (q.row_last - q.row_first + 1); }
 };
 
-struct Plan {
-  std::vector<PackedTile> tiles;
-  std::vector<WorkItem> items;
-  std::vector<PieceGroup> piece_groups;
-  int64_t piece_slots = 0;
-  int64_t max_rows = 0;
-  bool partials = false;  // results go through partials and the combine
+// Packed tiles of consecutive KV heads (same batch, rows and key tiles), run as one work item:
+// plan tiles [first, first + count).
+struct TileGroup {
+  int64_t first = 0;
+  int64_t count = 1;
 };
 
-// GQA packing needs every head of the group to have the same key tiles: always true dense, and
-// with a sparse layout broadcast over heads.
-int64_t packed_heads(const core::Problem& p) {
-  if (p.sparse && p.args.sparse.row_ptr.shape[1] != 1) return 1;
-  return p.group;
+// One split of a tile group: key-tile positions [first, first + count), piece `piece` of `pieces`.
+// With pieces > 1, tile k of the group leaves its result in piece slot
+// piece_base + k * pieces + piece, merged afterwards.
+struct WorkItem {
+  int64_t group = 0;  // index into Plan::groups
+  int64_t split = 0;
+  int64_t first = 0;
+  int64_t count = 0;
+  int64_t piece = 0;
+  int64_t pieces = 1;
+  int64_t piece_base = 0;
+};
+
+// A split of a tile group run as several pieces.
+struct PieceMerge {
+  int64_t group = 0;
+  int64_t split = 0;
+  int64_t pieces = 0;
+  int64_t piece_base = 0;
+};
+
+struct Plan {
+  std::vector<PackedTile> tiles;  // by batch, query tile, then KV head
+  std::vector<TileGroup> groups;
+  std::vector<WorkItem> items;
+  std::vector<PieceMerge> merges;
+  int64_t piece_slots = 0;
+  int64_t max_rows = 0;         // packed rows of the largest tile
+  int64_t max_group_tiles = 1;  // tiles of the largest group
+  bool partials = false;        // results go through partials and the combine
+};
+
+bool few_rows_per_head(const core::Problem& p, const core::SplitParams& split) {
+  return std::min(split.tile_m, p.seq_q) <= kFewRows;
 }
 
-Plan make_plan(const core::Problem& p, const core::SplitParams& split) {
+// GQA packing and KV-head groups need every head to have the same key tiles: always true dense,
+// and with a sparse layout broadcast over heads.
+bool heads_share_key_tiles(const core::Problem& p) {
+  return !p.sparse || p.args.sparse.row_ptr.shape[1] == 1;
+}
+
+// Split s of a query tile, cut into pieces.
+struct SplitPieces {
+  core::TileRun run;
+  int64_t pieces = 0;
+  int64_t per_piece = 0;
+};
+SplitPieces split_pieces(const core::QueryTile& q, int64_t s) {
+  SplitPieces sp;
+  sp.run = core::split_tiles(q.run, q.splits, s);
+  sp.pieces = core::ceil_div(sp.run.count, kPieceTiles);
+  sp.per_piece = core::ceil_div(sp.run.count, sp.pieces);
+  return sp;
+}
+
+// Query tiles t and u of a batch entry have the same key tiles and splits for every head group.
+bool same_key_tiles(const std::vector<core::QueryTile>& t, const std::vector<core::QueryTile>& u) {
+  for (size_t k = 0; k < t.size(); ++k) {
+    if (t[k].run.begin != u[k].run.begin || t[k].run.count != u[k].run.count ||
+        t[k].cols != u[k].cols || t[k].splits != u[k].splits) {
+      return false;
+    }
+  }
+  return true;
+}
+
+Plan make_plan(const core::Problem& p, const core::SplitParams& split, int threads) {
   Plan plan;
-  const int64_t pack = packed_heads(p);
+  const bool shared_tiles = heads_share_key_tiles(p);
+  const int64_t pack = shared_tiles ? p.group : 1;
+  const int64_t head_groups = p.heads_q / pack;
   const int64_t q_tiles = core::query_tiles_per_head(p, split);
   plan.partials = p.args.split.partial_o.given() || p.args.split.partial_lse.given() ||
                   p.args.split.counts.given();
+  // Consecutive query tiles with the same key tiles (no causal mask) run as one taller tile, so a
+  // K/V tile is converted once for more rows; each row computes exactly what it would alone.
+  std::vector<int64_t> batch_first_block(size_t(p.batch) + 1, 0);
+  int64_t single_head_items = 0;
   for (int64_t b = 0; b < p.batch; ++b) {
-    for (int64_t h = 0; h < p.heads_q; h += pack) {
-      for (int64_t t = 0; t < q_tiles; ++t) {
-        PackedTile tile{core::query_tile(p, split, b, h, t), h / p.group, pack};
+    std::vector<std::vector<core::QueryTile>> by_tile(static_cast<size_t>(q_tiles));
+    for (int64_t t = 0; t < q_tiles; ++t) {
+      for (int64_t h = 0; h < p.heads_q; h += pack) {
+        by_tile[size_t(t)].push_back(core::query_tile(p, split, b, h, t));
+      }
+    }
+    int64_t blocks = 0;
+    for (int64_t t = 0; t < q_tiles; ++blocks) {
+      int64_t end = t + 1;
+      while (end < q_tiles && same_key_tiles(by_tile[size_t(t)], by_tile[size_t(end)]) &&
+             pack * (by_tile[size_t(end)][0].row_last - by_tile[size_t(t)][0].row_first + 1) <=
+                 kMaxPackedRows) {
+        ++end;
+      }
+      for (int64_t hg = 0; hg < head_groups; ++hg) {
+        PackedTile tile{by_tile[size_t(t)][size_t(hg)], hg * pack / p.group, pack};
+        tile.q.row_last = by_tile[size_t(end - 1)][size_t(hg)].row_last;
         plan.partials = plan.partials || tile.q.splits > 1;
         plan.max_rows = std::max(plan.max_rows, tile.rows());
+        for (int64_t s = 0; s < tile.q.count; ++s)
+          single_head_items += split_pieces(tile.q, s).pieces;
         plan.tiles.push_back(tile);
       }
+      t = end;
+    }
+    batch_first_block[size_t(b) + 1] = batch_first_block[size_t(b)] + blocks;
+  }
+  // With few rows per tile (decode) reading K and V is the cost: items of several KV heads then
+  // read whole tokens of the cache, as long as every thread still gets a few items. Grouping
+  // changes no arithmetic, only which thread does what.
+  int64_t group_tiles = 1;
+  if (shared_tiles && few_rows_per_head(p, split)) {
+    const int64_t tile_floats = split.tile_n * (round_up(p.dim_qk, kPad) + round_up(p.dim_v, kPad));
+    const int64_t most =
+        std::min(head_groups, std::max<int64_t>(1, kGroupScratchFloats / tile_floats));
+    group_tiles = std::clamp<int64_t>(single_head_items / (4 * int64_t(threads)), 1, most);
+  }
+  plan.max_group_tiles = group_tiles;
+  const int64_t chunks = core::ceil_div(head_groups, group_tiles);
+  for (int64_t first = 0; first < int64_t(plan.tiles.size()); first += head_groups) {
+    for (int64_t k = 0; k < head_groups; k += group_tiles) {
+      plan.groups.push_back({first + k, std::min(group_tiles, head_groups - k)});
     }
   }
-  for (int64_t ti = 0; ti < int64_t(plan.tiles.size()); ++ti) {
-    const core::QueryTile& q = plan.tiles[size_t(ti)].q;
-    for (int64_t s = 0; s < q.count; ++s) {
-      const core::TileRun run = core::split_tiles(q.run, q.splits, s);
-      const int64_t pieces = core::ceil_div(run.count, kPieceTiles);
-      const int64_t per_piece = core::ceil_div(run.count, pieces);
-      if (pieces > 1) plan.piece_groups.push_back({ti, s, pieces, plan.piece_slots});
-      for (int64_t k = 0; k < pieces; ++k) {
-        const int64_t first = run.begin + k * per_piece;
-        const int64_t count = std::min(per_piece, run.begin + run.count - first);
-        plan.items.push_back({ti, s, first, count, k, pieces, plan.piece_slots + k});
+  // Items of one batch entry and run of heads go together, heaviest first: consecutive items then
+  // share their K and V (often still in cache), and the last ones are short.
+  for (int64_t b = 0; b < p.batch; ++b) {
+    for (int64_t chunk = 0; chunk < chunks; ++chunk) {
+      const size_t first_item = plan.items.size();
+      for (int64_t block = batch_first_block[size_t(b)]; block < batch_first_block[size_t(b) + 1];
+           ++block) {
+        const int64_t gi = block * chunks + chunk;
+        const TileGroup& g = plan.groups[size_t(gi)];
+        const core::QueryTile& q = plan.tiles[size_t(g.first)].q;
+        for (int64_t s = 0; s < q.count; ++s) {
+          const SplitPieces sp = split_pieces(q, s);
+          if (sp.pieces > 1) plan.merges.push_back({gi, s, sp.pieces, plan.piece_slots});
+          for (int64_t k = 0; k < sp.pieces; ++k) {
+            const int64_t first = sp.run.begin + k * sp.per_piece;
+            const int64_t count = std::min(sp.per_piece, sp.run.begin + sp.run.count - first);
+            plan.items.push_back({gi, s, first, count, k, sp.pieces, plan.piece_slots});
+          }
+          if (sp.pieces > 1) plan.piece_slots += sp.pieces * g.count;
+        }
       }
-      if (pieces > 1) plan.piece_slots += pieces;
+      std::stable_sort(plan.items.begin() + int64_t(first_item), plan.items.end(),
+                       [&](const WorkItem& x, const WorkItem& y) { return x.count > y.count; });
     }
   }
-  // Longest first, so the last items to finish are short ones.
-  std::stable_sort(plan.items.begin(), plan.items.end(),
-                   [&](const WorkItem& a, const WorkItem& b) {
-                     return a.count * plan.tiles[size_t(a.tile)].rows() >
-                            b.count * plan.tiles[size_t(b.tile)].rows();
-                   });
   return plan;
 }
 
@@ -174,53 +266,67 @@ class RowGather {
     }
   }
 
-  // Rows of keys [first, first + count) of (b, hk) into dst (row stride dst_stride), as f32.
-  void gather(const FastKernels& kernels, int64_t b, int64_t hk, int64_t first, int64_t count,
-              RowSource* sources, float* dst, int64_t dst_stride) const {
+  // Rows of keys [first, first + count) of (b, kv heads [hk, hk + heads)) into dst as f32, key k
+  // of head h at row k * heads + h (row stride dst_stride). Token by token, so a dense cache is
+  // read front to back.
+  void gather(const FastKernels& kernels, int64_t b, int64_t hk, int64_t heads, int64_t first,
+              int64_t count, RowSource* sources, float* dst, int64_t dst_stride) const {
     if (!kernel_decodes_) {
       for (int64_t k = 0; k < count; ++k) {
-        float* row = dst + k * dst_stride;
-        if (values_) {
-          load_v_row(p_, b, first + k, hk, row);
-        } else {
-          load_k_row(p_, b, first + k, hk, row);
+        for (int64_t h = 0; h < heads; ++h) {
+          float* row = dst + (k * heads + h) * dst_stride;
+          if (values_) {
+            load_v_row(p_, b, first + k, hk + h, row);
+          } else {
+            load_k_row(p_, b, first + k, hk + h, row);
+          }
         }
       }
       return;
     }
-    const uint8_t* data = static_cast<const uint8_t*>(view_->data);
-    const uint8_t* scales = static_cast<const uint8_t*>(scales_->data);
-    const int64_t elem_bytes = bits_of(view_->dtype) / 8;
-    for (int64_t k = 0; k < count; ++k) {
-      const int64_t j = first + k;
-      const int64_t page = p_.kv_page(b, j), slot = p_.kv_slot(j);
-      sources[k].data = data + core::offset_of(*view_, page, slot, hk, 0) * elem_bytes;
-      if (scales) {
-        sources[k].scales = scales + (scales_along_keys_
-                                          ? core::offset_of(*scales_, page, hk, slot / 32, 0)
-                                          : core::offset_of(*scales_, page, slot, hk, 0));
-      }
-    }
-    kernels.convert_rows(format_, sources, count, dst, dst_stride);
-  }
-
-  // Asks for the rows of keys [first, first + count) ahead of their gather. Rows of one head sit
-  // a whole token apart (often a page or more), where the hardware prefetchers stop.
-  void prefetch(int64_t b, int64_t hk, int64_t first, int64_t count) const {
-    const uint8_t* data = static_cast<const uint8_t*>(view_->data);
-    const uint8_t* scales = static_cast<const uint8_t*>(scales_->data);
-    const int64_t row_bytes = format_.width * bits_of(view_->dtype) / 8;
-    for (int64_t j = first; j < first + count; ++j) {
-      const int64_t page = p_.kv_page(b, j), slot = p_.kv_slot(j);
-      const uint8_t* row = data + core::offset_of(*view_, page, slot, hk, 0) * bits_of(view_->dtype) / 8;
-      for (int64_t line = 0; line < row_bytes; line += 64) __builtin_prefetch(row + line, 0, 2);
-      if (scales && !scales_along_keys_) {
-        __builtin_prefetch(scales + core::offset_of(*scales_, page, slot, hk, 0), 0, 2);
-      }
-    }
+    locate(b, hk, heads, first, count, sources);
+    kernels.convert_rows(format_, sources, count * heads, dst, dst_stride);
   }
 
  private:
+  // Where the rows of gather start, in the same order.
+  void locate(int64_t b, int64_t hk, int64_t heads, int64_t first, int64_t count,
+              RowSource* sources) const {
+    const uint8_t* data = static_cast<const uint8_t*>(view_->data);
+    const uint8_t* scales = static_cast<const uint8_t*>(scales_->data);
+    const int64_t elem_bytes = bits_of(view_->dtype) / 8;
+    if (!p_.paged && !scales_along_keys_) {
+      // Dense: every address is a fixed step from the first.
+      const uint8_t* row = data + core::offset_of(*view_, b, first, hk, 0) * elem_bytes;
+      const int64_t key_step = view_->stride[1] * elem_bytes,
+                    head_step = view_->stride[2] * elem_bytes;
+      const uint8_t* scale = scales ? scales + core::offset_of(*scales_, b, first, hk, 0) : nullptr;
+      const int64_t scale_key_step = scales ? scales_->stride[1] : 0;
+      const int64_t scale_head_step = scales ? scales_->stride[2] : 0;
+      for (int64_t k = 0; k < count; ++k) {
+        for (int64_t h = 0; h < heads; ++h) {
+          sources[k * heads + h] = {
+              row + k * key_step + h * head_step,
+              scale ? scale + k * scale_key_step + h * scale_head_step : nullptr};
+        }
+      }
+      return;
+    }
+    for (int64_t k = 0; k < count; ++k) {
+      const int64_t j = first + k;
+      const int64_t page = p_.kv_page(b, j), slot = p_.kv_slot(j);
+      for (int64_t h = 0; h < heads; ++h) {
+        RowSource& src = sources[k * heads + h];
+        src.data = data + core::offset_of(*view_, page, slot, hk + h, 0) * elem_bytes;
+        if (scales) {
+          src.scales =
+              scales + (scales_along_keys_ ? core::offset_of(*scales_, page, hk + h, slot / 32, 0)
+                                           : core::offset_of(*scales_, page, slot, hk + h, 0));
+        }
+      }
+    }
+  }
+
   const core::Problem& p_;
   bool values_ = false;
   const TensorView* view_ = nullptr;
@@ -231,25 +337,56 @@ class RowGather {
   RowFormat format_;
 };
 
-// Per-thread scratch, sized for the largest tile of the plan.
-struct Scratch {
-  Scratch(int64_t rows_padded, int64_t tile_n, int64_t dim_qk_padded, int64_t dim_v_padded)
-      : q(zeroed_floats(rows_padded * dim_qk_padded)),
-        keys(zeroed_floats(tile_n * dim_qk_padded)),
-        values(zeroed_floats(tile_n * dim_v_padded)),
+// Per-thread scratch, sized for the largest tile group of the plan: K and V tiles, queries and
+// softmax state of each of its heads.
+class Scratch {
+ public:
+  Scratch(int64_t heads, int64_t rows_padded, int64_t tile_n, int64_t dim_qk_padded,
+          int64_t dim_v_padded)
+      : rows_padded_(rows_padded),
+        dim_qk_padded_(dim_qk_padded),
+        dim_v_padded_(dim_v_padded),
+        keys(zeroed_floats(heads * tile_n * dim_qk_padded)),
+        values(zeroed_floats(heads * tile_n * dim_v_padded)),
         scores(zeroed_floats(tile_n * rows_padded)),
-        out(zeroed_floats(rows_padded * dim_v_padded)),
-        row_max(zeroed_floats(rows_padded)),
-        row_sum(zeroed_floats(rows_padded)),
-        rescale(zeroed_floats(rows_padded)),
         first(zeroed_floats(rows_padded)),
         last(zeroed_floats(rows_padded)),
-        lse(zeroed_floats(rows_padded)),
-        sources(size_t(tile_n)),
-        q_row(size_t(dim_qk_padded)) {}
-  Floats q, keys, values, scores, out, row_max, row_sum, rescale, first, last, lse;
+        sources(size_t(heads * tile_n)),
+        q_row(size_t(dim_qk_padded)),
+        q_(zeroed_floats(heads * rows_padded * dim_qk_padded)),
+        out_(zeroed_floats(heads * rows_padded * dim_v_padded)),
+        row_state_(zeroed_floats(heads * rows_padded * kRowArrays)) {}
+
+  // The softmax state of head k of a group: rows_padded rows each.
+  struct Head {
+    float* q;
+    float* out;  // rows x dim_v_padded
+    float* row_max;
+    float* row_sum;
+    float* rescale;
+    float* lse;
+  };
+  Head head(int64_t k) {
+    float* state = row_state_.get() + k * rows_padded_ * kRowArrays;
+    return {q_.get() + k * rows_padded_ * dim_qk_padded_,
+            out_.get() + k * rows_padded_ * dim_v_padded_,
+            state,
+            state + rows_padded_,
+            state + 2 * rows_padded_,
+            state + 3 * rows_padded_};
+  }
+
+ private:
+  static constexpr int64_t kRowArrays = 4;
+  int64_t rows_padded_, dim_qk_padded_, dim_v_padded_;
+
+ public:
+  Floats keys, values, scores, first, last;
   std::vector<RowSource> sources;
   std::vector<float> q_row;
+
+ private:
+  Floats q_, out_, row_state_;
 };
 
 class FastEngine {
@@ -259,12 +396,14 @@ class FastEngine {
         p_(p),
         split_(split),
         threads_(thread_count(threads)),
-        plan_(make_plan(p, split)),
+        plan_(make_plan(p, split, threads_)),
+        rows_padded_(round_up(plan_.max_rows, kPad)),
         dim_qk_padded_(round_up(p.dim_qk, kPad)),
         dim_v_padded_(round_up(p.dim_v, kPad)),
         scale_values_(make_scale_values()),
         keys_(p, false, scale_values_.data()),
-        values_(p, true, scale_values_.data()) {}
+        values_(p, true, scale_values_.data()),
+        few_rows_(few_rows_per_head(p, split)) {}
 
   void run() {
     std::unique_ptr<PartialStore> partials;
@@ -276,16 +415,15 @@ class FastEngine {
     piece_o_ = zeroed_floats(plan_.piece_slots * plan_.max_rows * dim_v_padded_);
     piece_lse_ = zeroed_floats(plan_.piece_slots * plan_.max_rows);
     const int64_t items = int64_t(plan_.items.size());
+    const int64_t merges = int64_t(plan_.merges.size());
 #pragma omp parallel num_threads(threads_)
     {
-      Scratch scratch(round_up(plan_.max_rows, kPad), split_.tile_n, dim_qk_padded_,
+      Scratch scratch(plan_.max_group_tiles, rows_padded_, split_.tile_n, dim_qk_padded_,
                       dim_v_padded_);
 #pragma omp for schedule(dynamic, 1)
       for (int64_t i = 0; i < items; ++i) run_item(plan_.items[size_t(i)], scratch);
 #pragma omp for schedule(dynamic, 1)
-      for (int64_t g = 0; g < int64_t(plan_.piece_groups.size()); ++g) {
-        merge_pieces(plan_.piece_groups[size_t(g)], scratch);
-      }
+      for (int64_t m = 0; m < merges; ++m) merge_pieces(plan_.merges[size_t(m)], scratch);
     }
     if (!plan_.partials) {
       write_empty_tiles();
@@ -311,21 +449,23 @@ class FastEngine {
     return {t.q.h + r / rows, t.q.row_first + r % rows};
   }
 
-  void write_counts_and_empty_splits() {
+  void write_counts_and_empty_splits() const {
     const CombineArgs& v = *partial_views_;
     for (const PackedTile& t : plan_.tiles) {
       for (int64_t r = 0; r < t.rows(); ++r) {
         const RowAt at = row_at(t, r);
         store_count(v.counts, t.q.b, at.h, at.i, t.q.count);
         if (split_.early_exit) continue;
-        for (int64_t s = t.q.count; s < t.q.splits; ++s) store_partial_row(t, s, r, nullptr, -INFINITY);
+        for (int64_t s = t.q.count; s < t.q.splits; ++s) {
+          store_partial_row(t, s, r, nullptr, -INFINITY);
+        }
       }
     }
   }
 
   // Tiles with no visible key at all have no work item; without partials their rows are written
   // here (0 and -inf).
-  void write_empty_tiles() {
+  void write_empty_tiles() const {
     for (const PackedTile& t : plan_.tiles) {
       if (t.q.count > 0) continue;
       for (int64_t r = 0; r < t.rows(); ++r) store_final_row(t, r, nullptr, -INFINITY);
@@ -333,15 +473,16 @@ class FastEngine {
   }
 
   // o == nullptr writes zeros.
-  void store_partial_row(const PackedTile& t, int64_t s, int64_t r, const float* o, float lse) const {
+  void store_partial_row(const PackedTile& t, int64_t s, int64_t r, const float* o,
+                         float lse) const {
     const CombineArgs& v = *partial_views_;
     const RowAt at = row_at(t, r);
     for (int64_t d = 0; d < p_.dim_v; ++d) {
       core::store_float(v.partial_o, partial_o_offset(v.partial_o, s, t.q.b, at.i, at.h, d),
                         o ? o[d] : 0.0f);
     }
-    static_cast<float*>(v.partial_lse.data)[partial_lse_offset(v.partial_lse, s, t.q.b, at.h, at.i)] =
-        lse;
+    float* lse_out = static_cast<float*>(v.partial_lse.data);
+    lse_out[partial_lse_offset(v.partial_lse, s, t.q.b, at.h, at.i)] = lse;
   }
 
   void store_final_row(const PackedTile& t, int64_t r, const float* o, float lse) const {
@@ -351,27 +492,27 @@ class FastEngine {
       core::store_float(out, core::offset_of(out, t.q.b, at.i, at.h, d), o ? o[d] : 0.0f);
     }
     if (p_.args.lse.given()) {
-      static_cast<float*>(p_.args.lse.data)[core::offset_of(p_.args.lse, t.q.b, at.h, at.i)] =
+      float* lse_out = static_cast<float*>(p_.args.lse.data);
+      lse_out[core::offset_of(p_.args.lse, t.q.b, at.h, at.i)] =
           float(shifted_lse(lse, lse_shift(p_, t.q.b, at.h, at.i)));
     }
   }
 
   // A split's result (O normalized, natural-log LSE per packed row), to wherever it belongs.
-  void store_split(const PackedTile& t, int64_t s, const float* o, int64_t o_stride,
-                   const float* lse) const {
+  void store_split(const PackedTile& t, int64_t s, const float* o, const float* lse) const {
     for (int64_t r = 0; r < t.rows(); ++r) {
       if (plan_.partials) {
-        store_partial_row(t, s, r, o + r * o_stride, lse[r]);
+        store_partial_row(t, s, r, o + r * dim_v_padded_, lse[r]);
       } else {
-        store_final_row(t, r, o + r * o_stride, lse[r]);
+        store_final_row(t, r, o + r * dim_v_padded_, lse[r]);
       }
     }
   }
 
   // Q rows of the tile, times scale * log2(e): row-major for the few-row kernel, else transposed.
-  void pack_queries(const PackedTile& t, int64_t rows_padded, Scratch& sc) const {
-    const bool few = t.rows() <= kFewRows;
-    std::fill(sc.q.get(), sc.q.get() + rows_padded * dim_qk_padded_, 0.0f);
+  void pack_queries(const PackedTile& t, float* q, Scratch& sc) const {
+    const bool few = few_rows_;
+    std::fill(q, q + rows_padded_ * dim_qk_padded_, 0.0f);
     const float factor = p_.scale * kLog2e;
     for (int64_t r = 0; r < t.rows(); ++r) {
       const RowAt at = row_at(t, r);
@@ -379,119 +520,127 @@ class FastEngine {
       for (int64_t d = 0; d < p_.dim_qk; ++d) {
         const float x = sc.q_row[size_t(d)] * factor;
         if (few) {
-          sc.q[size_t(r * dim_qk_padded_ + d)] = x;
+          q[r * dim_qk_padded_ + d] = x;
         } else {
-          sc.q[size_t(d * rows_padded + r)] = x;
+          q[d * rows_padded_ + r] = x;
         }
       }
     }
   }
 
-  // The visible keys of key tile `tile` (block index) of packed tile t.
-  void prefetch_tile(const PackedTile& t, int64_t tile, int64_t tile_lo, int64_t tile_hi) const {
-    const int64_t first = std::max(tile * split_.tile_n, tile_lo);
-    const int64_t last = std::min(tile * split_.tile_n + split_.tile_n - 1, tile_hi);
-    if (last < first) return;
-    keys_.prefetch(t.q.b, t.kv_head, first, last - first + 1);
-    values_.prefetch(t.q.b, t.kv_head, first, last - first + 1);
-  }
-
   void run_item(const WorkItem& item, Scratch& sc) const {
-    const PackedTile& t = plan_.tiles[size_t(item.tile)];
-    const core::Visibility& vis = t.q.vis;
-    const int64_t rows = t.rows();
-    const int64_t rows_padded = round_up(rows, kPad);
-    const int64_t tile_rows = t.q.row_last - t.q.row_first + 1;
-    pack_queries(t, rows_padded, sc);
-    std::fill(sc.out.get(), sc.out.get() + rows_padded * dim_v_padded_, 0.0f);
-    std::fill(sc.row_max.get(), sc.row_max.get() + rows_padded, -INFINITY);
-    std::fill(sc.row_sum.get(), sc.row_sum.get() + rows_padded, 0.0f);
+    const TileGroup& g = plan_.groups[size_t(item.group)];
+    // The tiles of a group differ only in their heads.
+    const PackedTile& lead = plan_.tiles[size_t(g.first)];
+    const core::Visibility& vis = lead.q.vis;
+    const int64_t rows = lead.rows();
+    const int64_t tile_rows = lead.q.row_last - lead.q.row_first + 1;
+    for (int64_t k = 0; k < g.count; ++k) {
+      const Scratch::Head h = sc.head(k);
+      pack_queries(plan_.tiles[size_t(g.first + k)], h.q, sc);
+      std::fill(h.out, h.out + rows_padded_ * dim_v_padded_, 0.0f);
+      std::fill(h.row_max, h.row_max + rows_padded_, -INFINITY);
+      std::fill(h.row_sum, h.row_sum + rows_padded_, 0.0f);
+    }
     // Keys outside [lo(first row), hi(last row)] are seen by no row of the tile: never read.
-    const int64_t tile_lo = vis.lo(t.q.row_first), tile_hi = vis.hi(t.q.row_last);
+    const int64_t tile_lo = vis.lo(lead.q.row_first), tile_hi = vis.hi(lead.q.row_last);
     for (int64_t pos = item.first; pos < item.first + item.count; ++pos) {
-      const int64_t tile_first = t.q.key_tile(pos) * split_.tile_n;
+      const int64_t tile_first = lead.q.key_tile(pos) * split_.tile_n;
       const int64_t first = std::max(tile_first, tile_lo);
       const int64_t last = std::min(tile_first + split_.tile_n - 1, tile_hi);
       if (last < first) continue;
       const int64_t keys = last - first + 1;
-      if (pos + 1 < item.first + item.count) prefetch_tile(t, t.q.key_tile(pos + 1), tile_lo, tile_hi);
-      keys_.gather(kernels_, t.q.b, t.kv_head, first, keys, sc.sources.data(), sc.keys.get(),
-                   dim_qk_padded_);
-      values_.gather(kernels_, t.q.b, t.kv_head, first, keys, sc.sources.data(), sc.values.get(),
-                     dim_v_padded_);
-      if (rows <= kFewRows) {
-        kernels_.scores_by_dim_lanes(sc.keys.get(), dim_qk_padded_, keys, sc.q.get(), rows,
-                                     dim_qk_padded_, sc.scores.get(), rows_padded);
-      } else {
-        kernels_.scores_by_row_lanes(sc.keys.get(), dim_qk_padded_, keys, sc.q.get(), rows_padded,
-                                     dim_qk_padded_, sc.scores.get());
-      }
-      // Bounds are monotone in the row, so the first row's hi and last row's lo decide whether
+      // Bounds are monotone in the row, so the first row's hi and the last row's lo decide whether
       // every row sees the whole key range.
-      const bool all_visible = vis.lo(t.q.row_last) <= first && vis.hi(t.q.row_first) >= last;
+      const bool all_visible = vis.lo(lead.q.row_last) <= first && vis.hi(lead.q.row_first) >= last;
       if (!all_visible) {
-        for (int64_t r = 0; r < rows_padded; ++r) {
-          const int64_t i = t.q.row_first + (r < rows ? r % tile_rows : 0);
-          sc.first[size_t(r)] = float(std::clamp<int64_t>(vis.lo(i) - first, -1, keys));
-          sc.last[size_t(r)] = float(std::clamp<int64_t>(vis.hi(i) - first, -1, keys));
+        for (int64_t r = 0; r < rows_padded_; ++r) {
+          const int64_t i = lead.q.row_first + (r < rows ? r % tile_rows : 0);
+          sc.first[r] = float(std::clamp<int64_t>(vis.lo(i) - first, -1, keys));
+          sc.last[r] = float(std::clamp<int64_t>(vis.hi(i) - first, -1, keys));
         }
       }
-      kernels_.softmax_step(sc.scores.get(), rows_padded, keys,
-                            all_visible ? nullptr : sc.first.get(), sc.last.get(),
-                            sc.row_max.get(), sc.row_sum.get(), sc.rescale.get());
-      kernels_.accumulate_values(sc.scores.get(), rows_padded, keys, sc.values.get(),
-                                 dim_v_padded_, dim_v_padded_, sc.rescale.get(), rows,
-                                 sc.out.get(), dim_v_padded_);
+      const int64_t heads = g.count;
+      const int64_t key_stride = heads * dim_qk_padded_, value_stride = heads * dim_v_padded_;
+      keys_.gather(kernels_, lead.q.b, lead.kv_head, heads, first, keys, sc.sources.data(),
+                   sc.keys.get(), dim_qk_padded_);
+      values_.gather(kernels_, lead.q.b, lead.kv_head, heads, first, keys, sc.sources.data(),
+                     sc.values.get(), dim_v_padded_);
+      for (int64_t k = 0; k < heads; ++k) {
+        const Scratch::Head h = sc.head(k);
+        const float* head_keys = sc.keys.get() + k * dim_qk_padded_;
+        const float* head_values = sc.values.get() + k * dim_v_padded_;
+        if (few_rows_) {
+          kernels_.scores_by_dim_lanes(head_keys, key_stride, keys, h.q, rows, dim_qk_padded_,
+                                       sc.scores.get(), rows_padded_);
+        } else {
+          kernels_.scores_by_row_lanes(head_keys, key_stride, keys, h.q, rows_padded_,
+                                       dim_qk_padded_, sc.scores.get());
+        }
+        kernels_.softmax_step(sc.scores.get(), rows_padded_, keys,
+                              all_visible ? nullptr : sc.first.get(), sc.last.get(), h.row_max,
+                              h.row_sum, h.rescale);
+        kernels_.accumulate_values(sc.scores.get(), rows_padded_, keys, head_values, value_stride,
+                                   dim_v_padded_, h.rescale, rows, h.out, dim_v_padded_);
+      }
     }
-    normalize(rows, sc);
-    if (item.pieces == 1) {
-      store_split(t, item.split, sc.out.get(), dim_v_padded_, sc.lse.get());
-      return;
+    for (int64_t k = 0; k < g.count; ++k) {
+      const Scratch::Head h = sc.head(k);
+      normalize(rows, h);
+      if (item.pieces == 1) {
+        store_split(plan_.tiles[size_t(g.first + k)], item.split, h.out, h.lse);
+        continue;
+      }
+      const int64_t slot = item.piece_base + k * item.pieces + item.piece;
+      std::copy(h.out, h.out + rows * dim_v_padded_,
+                piece_o_.get() + slot * plan_.max_rows * dim_v_padded_);
+      std::copy(h.lse, h.lse + rows, piece_lse_.get() + slot * plan_.max_rows);
     }
-    float* o = piece_o_.get() + item.piece_slot * plan_.max_rows * dim_v_padded_;
-    std::copy(sc.out.get(), sc.out.get() + rows * dim_v_padded_, o);
-    std::copy(sc.lse.get(), sc.lse.get() + rows, piece_lse_.get() + item.piece_slot * plan_.max_rows);
   }
 
   // O /= sum and LSE = ln(sum exp(s)), from the log2-domain state; a row that saw no key gets 0
   // and -inf without touching what was accumulated.
-  void normalize(int64_t rows, Scratch& sc) const {
+  void normalize(int64_t rows, const Scratch::Head& h) const {
     for (int64_t r = 0; r < rows; ++r) {
-      float* o = sc.out.get() + r * dim_v_padded_;
-      const float sum = sc.row_sum[size_t(r)];
+      float* o = h.out + r * dim_v_padded_;
+      const float sum = h.row_sum[r];
       if (sum == 0.0f) {
         std::fill(o, o + p_.dim_v, 0.0f);
-        sc.lse[size_t(r)] = -INFINITY;
+        h.lse[r] = -INFINITY;
         continue;
       }
       const float inverse = 1.0f / sum;
       for (int64_t d = 0; d < p_.dim_v; ++d) o[d] *= inverse;
-      sc.lse[size_t(r)] = (sc.row_max[size_t(r)] + std::log2(sum)) * kLn2;
+      h.lse[r] = (h.row_max[r] + std::log2(sum)) * kLn2;
     }
   }
 
-  // The pieces of one split, merged with SPEC 3's algebra into the split's result.
-  void merge_pieces(const PieceGroup& g, Scratch& sc) const {
-    const PackedTile& t = plan_.tiles[size_t(g.tile)];
-    const int64_t rows = t.rows();
-    std::vector<float> weights(size_t(g.pieces));
-    for (int64_t r = 0; r < rows; ++r) {
-      auto piece_lse = [&](int64_t k) {
-        return piece_lse_[size_t((g.first_slot + k) * plan_.max_rows + r)];
-      };
-      const core::MergeScale st = core::merge_weights(g.pieces, piece_lse, weights.data());
-      const float divisor = core::merge_divisor(st.sum);
-      float* o = sc.out.get() + r * dim_v_padded_;
-      std::fill(o, o + p_.dim_v, 0.0f);
-      for (int64_t k = 0; k < g.pieces; ++k) {
-        const float* piece =
-            piece_o_.get() + ((g.first_slot + k) * plan_.max_rows + r) * dim_v_padded_;
-        for (int64_t d = 0; d < p_.dim_v; ++d) o[d] += weights[size_t(k)] * piece[d];
+  // The pieces of one split, merged with SPEC 3's algebra into the split's result, tile by tile.
+  void merge_pieces(const PieceMerge& m, Scratch& sc) const {
+    const TileGroup& g = plan_.groups[size_t(m.group)];
+    const Scratch::Head h = sc.head(0);
+    std::vector<float> weights(size_t(m.pieces));
+    for (int64_t k = 0; k < g.count; ++k) {
+      const PackedTile& t = plan_.tiles[size_t(g.first + k)];
+      const int64_t first_slot = m.piece_base + k * m.pieces;
+      for (int64_t r = 0; r < t.rows(); ++r) {
+        auto piece_lse = [&](int64_t piece) {
+          return piece_lse_[size_t((first_slot + piece) * plan_.max_rows + r)];
+        };
+        const core::MergeScale st = core::merge_weights(m.pieces, piece_lse, weights.data());
+        const float divisor = core::merge_divisor(st.sum);
+        float* o = h.out + r * dim_v_padded_;
+        std::fill(o, o + p_.dim_v, 0.0f);
+        for (int64_t piece = 0; piece < m.pieces; ++piece) {
+          const float* src =
+              piece_o_.get() + ((first_slot + piece) * plan_.max_rows + r) * dim_v_padded_;
+          for (int64_t d = 0; d < p_.dim_v; ++d) o[d] += weights[size_t(piece)] * src[d];
+        }
+        for (int64_t d = 0; d < p_.dim_v; ++d) o[d] /= divisor;
+        h.lse[r] = core::merge_lse(st.m, st.sum);
       }
-      for (int64_t d = 0; d < p_.dim_v; ++d) o[d] /= divisor;
-      sc.lse[size_t(r)] = core::merge_lse(st.m, st.sum);
+      store_split(t, m.split, h.out, h.lse);
     }
-    store_split(t, g.split, sc.out.get(), dim_v_padded_, sc.lse.get());
   }
 
   const FastKernels& kernels_;
@@ -499,9 +648,10 @@ class FastEngine {
   core::SplitParams split_;
   int threads_;
   Plan plan_;
-  int64_t dim_qk_padded_, dim_v_padded_;
+  int64_t rows_padded_, dim_qk_padded_, dim_v_padded_;
   std::vector<float> scale_values_;
   RowGather keys_, values_;
+  bool few_rows_;  // scores_by_dim_lanes, with Q packed row-major
   const CombineArgs* partial_views_ = nullptr;
   Floats piece_o_, piece_lse_;
 };

@@ -13,7 +13,7 @@ namespace mxattn::cuda::detail {
 namespace {
 
 // Unrolled over splits so that several partial rows are in flight per lane.
-constexpr int kSplitUnroll = 4;
+constexpr int kSplitUnroll = 8;
 
 __global__ void __launch_bounds__(kCombineRowsPerBlock * 32)
     combine_splits_kernel(const __grid_constant__ DecodeParams p) {
@@ -32,9 +32,18 @@ __global__ void __launch_bounds__(kCombineRowsPerBlock * 32)
 
   const float* lse =
       p.part_lse + b * p.part_lse_stride[1] + h * p.part_lse_stride[2] + i * p.part_lse_stride[3];
+  // m and the weight sum with the splits spread over the lanes, so that one load latency covers
+  // them all.
   core::MergeScale st;
-  for (int s = 0; s < count; ++s) st.m = core::merge_max(st.m, lse[s * p.part_lse_stride[0]]);
-  for (int s = 0; s < count; ++s) st.sum += core::merge_weight(lse[s * p.part_lse_stride[0]], st.m);
+  for (int s = lane; s < count; s += 32)
+    st.m = core::merge_max(st.m, lse[s * p.part_lse_stride[0]]);
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1)
+    st.m = core::merge_max(st.m, __shfl_xor_sync(0xffffffffu, st.m, o));
+  for (int s = lane; s < count; s += 32)
+    st.sum += core::merge_weight(lse[s * p.part_lse_stride[0]], st.m);
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) st.sum += __shfl_xor_sync(0xffffffffu, st.sum, o);
   const float divisor = core::merge_divisor(st.sum);
 
   const float* part =

@@ -103,9 +103,9 @@ Status check_scales(const char* name, const TensorView& v) {
   if (!is_contiguous(v)) {
     return Status::unsupported(cat(name, ": the CUDA decode engine needs contiguous scales"));
   }
-  if (!aligned(v.data, 8)) {
+  if (!aligned(v.data, 16)) {
     return Status::unsupported(
-        cat(name, ": the CUDA decode engine needs an 8-byte aligned pointer"));
+        cat(name, ": the CUDA decode engine needs a 16-byte aligned pointer"));
   }
   return Status::ok();
 }
@@ -150,7 +150,7 @@ Status check_support(const core::Problem& p, const core::SplitParams& split) {
   return Status::ok();
 }
 
-// Element strides of a view, or those of a contiguous view of `shape` when it is not given.
+// The first N element strides of a view (zeros for a view that is not given).
 template <int N>
 void copy_strides(const TensorView& v, int64_t (&out)[N]) {
   for (int i = 0; i < N; ++i) out[i] = v.stride[i];
@@ -192,10 +192,10 @@ Status check_run_args(const DecodePlan::Impl& plan, const AttentionArgs& d) {
   if (!aligned(d.k.data, 16) || !aligned(d.v.data, 16)) {
     return Status::invalid("k, v: the run's pointers must be 16-byte aligned, as planned");
   }
-  if ((d.k_scales.given() && !aligned(d.k_scales.data, 8)) ||
-      (d.v_scales.given() && !aligned(d.v_scales.data, 8))) {
+  if ((d.k_scales.given() && !aligned(d.k_scales.data, 16)) ||
+      (d.v_scales.given() && !aligned(d.v_scales.data, 16))) {
     return Status::invalid(
-        "k_scales, v_scales: the run's pointers must be 8-byte aligned, as planned");
+        "k_scales, v_scales: the run's pointers must be 16-byte aligned, as planned");
   }
   return Status::ok();
 }
@@ -262,13 +262,11 @@ Status plan_decode(const AttentionArgs& args, DecodePlan* plan) {
   // The tile schedule: every query tile's partition, and one CTA per split that writes anything.
   const bool user_partials = args.split.partial_o.given();
   const int64_t q_tiles = core::query_tiles_per_head(p, split);
-  std::vector<detail::SeqInfo> seqs(size_t(p.batch));
   std::vector<detail::TileInfo> tiles(size_t(p.batch * q_tiles));
   std::vector<detail::WorkItem> work;
   bool any_combine = false;
   for (int64_t b = 0; b < p.batch; ++b) {
     const core::Visibility vis = p.visibility(b);
-    seqs[size_t(b)] = {vis.last, vis.offset};
     for (int64_t t = 0; t < q_tiles; ++t) {
       const core::QueryTile qt = core::query_tile(p, split, b, 0, t);
       tiles[size_t(b * q_tiles + t)] = {qt.run.begin, qt.run.count, int32_t(qt.splits),
@@ -276,8 +274,19 @@ Status plan_decode(const AttentionArgs& args, DecodePlan* plan) {
       any_combine = any_combine || qt.count >= 2;
       const int64_t launched =
           user_partials && !split.early_exit ? qt.splits : std::max<int64_t>(1, qt.count);
-      for (int64_t s = 0; s < launched; ++s)
-        work.push_back({int32_t(b), int32_t(t), int32_t(s), 0});
+      for (int64_t s = 0; s < launched; ++s) {
+        detail::WorkItem w;
+        w.b = int32_t(b);
+        w.q_tile = int32_t(t);
+        w.split = int32_t(s);
+        w.splits = int32_t(qt.splits);
+        w.run_begin = qt.run.begin;
+        w.run_count = qt.run.count;
+        w.last = vis.last;
+        w.offset = vis.offset;
+        w.count = int32_t(qt.count);
+        work.push_back(w);
+      }
     }
   }
   const int64_t tile_rows = std::min(split.tile_m, p.seq_q);
@@ -293,7 +302,6 @@ Status plan_decode(const AttentionArgs& args, DecodePlan* plan) {
   const int64_t partial_rows = p.batch * p.seq_q * p.heads_q;
 
   Layout layout;
-  const int64_t at_seqs = layout.take(int64_t(seqs.size() * sizeof(detail::SeqInfo)));
   const int64_t at_tiles = layout.take(int64_t(tiles.size() * sizeof(detail::TileInfo)));
   const int64_t at_work = layout.take(int64_t(work.size() * sizeof(detail::WorkItem)));
   std::vector<int32_t> block_table;
@@ -320,8 +328,7 @@ Status plan_decode(const AttentionArgs& args, DecodePlan* plan) {
     return bytes == 0 ? cudaSuccess : cudaMemcpy(ws + at, src, bytes, cudaMemcpyHostToDevice);
   };
   for (cudaError_t e :
-       {upload(at_seqs, seqs.data(), seqs.size() * sizeof(detail::SeqInfo)),
-        upload(at_tiles, tiles.data(), tiles.size() * sizeof(detail::TileInfo)),
+       {upload(at_tiles, tiles.data(), tiles.size() * sizeof(detail::TileInfo)),
         upload(at_work, work.data(), work.size() * sizeof(detail::WorkItem)),
         upload(at_table, block_table.data(), block_table.size() * sizeof(int32_t))}) {
     if (e != cudaSuccess) return cuda_failure("workspace upload", e);
@@ -378,7 +385,6 @@ Status plan_decode(const AttentionArgs& args, DecodePlan* plan) {
   d.write_all_partials = user_partials;
   copy_strides(args.split.counts, d.counts_stride);
 
-  d.seqs = reinterpret_cast<const detail::SeqInfo*>(ws + at_seqs);
   d.tiles = reinterpret_cast<const detail::TileInfo*>(ws + at_tiles);
   d.work = reinterpret_cast<const detail::WorkItem*>(ws + at_work);
   d.block_table = p.paged ? reinterpret_cast<const int32_t*>(ws + at_table) : nullptr;

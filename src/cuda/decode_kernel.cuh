@@ -75,7 +75,6 @@ struct SplitRange {
 };
 
 __device__ __forceinline__ SplitRange split_range(const DecodeParams& p, const WorkItem& work,
-                                                  const TileInfo& tile,
                                                   const core::Visibility& vis) {
   SplitRange s;
   s.b = work.b;
@@ -85,7 +84,7 @@ __device__ __forceinline__ SplitRange split_range(const DecodeParams& p, const W
   s.packed_first = int64_t(blockIdx.y % p.row_blocks) * kRowsPerBlock;
   s.block_rows = int(core::min64(kRowsPerBlock, s.tile_rows * p.group - s.packed_first));
   const core::TileRun run =
-      core::split_tiles(core::TileRun{tile.run_begin, tile.run_count}, tile.splits, work.split);
+      core::split_tiles(core::TileRun{work.run_begin, work.run_count}, work.splits, work.split);
   const int64_t row_last = s.row_first + s.tile_rows - 1;
   s.load_lo = core::max64(run.begin * p.tile_n, vis.lo(s.row_first));
   s.load_hi = core::min64((run.begin + run.count) * p.tile_n - 1, vis.hi(row_last));
@@ -222,11 +221,13 @@ __device__ __forceinline__ void score_step(const uint8_t* k_tile, const uint32_t
       }
     }
     if constexpr (Format::kMx) {
+      float key_scale[4];
+#pragma unroll
+      for (int k = 0; k < 4; ++k) key_scale[k] = e8m0_value(scale_byte(scales.k[k], blk));
 #pragma unroll
       for (int t = 0; t < 2; ++t)
 #pragma unroll
-        for (int e = 0; e < 4; ++e)
-          s[t][e] = fmaf(c[t][e], e8m0_value(scale_byte(scales.k[2 * t + (e & 1)], blk)), s[t][e]);
+        for (int e = 0; e < 4; ++e) s[t][e] = fmaf(c[t][e], key_scale[2 * t + (e & 1)], s[t][e]);
     }
   }
 }
@@ -311,11 +312,10 @@ __global__ void __launch_bounds__(kWarps * 32)
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, q4 = lane & 3;
 
+  // One load: the work item carries its tile's partition and its sequence's visibility.
   const WorkItem work = p.work[blockIdx.x];
-  const TileInfo tile = p.tiles[int64_t(work.b) * p.q_tiles + work.q_tile];
-  const SeqInfo seq = p.seqs[work.b];
-  const core::Visibility vis{seq.last, p.causal, seq.offset, p.window};
-  const SplitRange range = split_range(p, work, tile, vis);
+  const core::Visibility vis{work.last, p.causal, work.offset, p.window};
+  const SplitRange range = split_range(p, work, vis);
 
   // Start this warp's copies first, so that they fly while Q is prepared.
   const int64_t my_steps = range.steps > warp ? (range.steps - warp + kWarps - 1) / kWarps : 0;
@@ -352,8 +352,10 @@ __global__ void __launch_bounds__(kWarps * 32)
         scalbnf(p.scale_log2, row_exponent[row] + (Format::kMx ? Format::kRawExponent : 0));
     query_row[r] = row < range.block_rows ? range.query_row(row) : range.row_first;
   }
-  // Raw V values carry 2^-kRawExponent too: P carries 2^kRawExponent (and the sum with it).
-  constexpr float kValueShift = Format::kMx ? float(Format::kRawExponent) : 0.0f;
+  // Raw V values carry 2^-kRawExponent too, so P carries 2^kRawExponent: the products are the
+  // true ones, while the row sums carry the factor, which the merge below takes out again.
+  constexpr int kValueShiftExponent = Format::kMx ? Format::kRawExponent : 0;
+  constexpr float kValueShift = float(kValueShiftExponent);
 
   float o[DV / 8][4];
 #pragma unroll
@@ -363,12 +365,14 @@ __global__ void __launch_bounds__(kWarps * 32)
   float row_max[2] = {-INFINITY, -INFINITY};
   float row_sum[2] = {0.0f, 0.0f};
 
-  StepScales<DQK, DV> scales{}, next_scales{};
-  if constexpr (Format::kMx) {
+  // MX scales travel in the stage with the data where their rows are whole 4-byte words (Dqk and
+  // Dv multiples of 128); otherwise through registers, loaded one step ahead.
+  StepScales<DQK, DV> prefetched{};
+  if constexpr (Format::kMx && !Shape::kScalesInStage) {
     if (my_steps > 0) {
       const int64_t key0 = step_key(0);
       load_step_scales<DQK, DV>(p, range.hkv, place_of(key0), key0, range.load_lo, range.load_hi,
-                                lane, scales);
+                                lane, prefetched);
     }
   }
 
@@ -382,11 +386,17 @@ __global__ void __launch_bounds__(kWarps * 32)
     } else {
       copy_async_commit();
     }
+    StepScales<DQK, DV> scales{};
     if constexpr (Format::kMx) {
-      if (it + 1 < my_steps) {
-        const int64_t key0 = step_key(it + 1);
-        load_step_scales<DQK, DV>(p, range.hkv, place_of(key0), key0, range.load_lo, range.load_hi,
-                                  lane, next_scales);
+      if constexpr (Shape::kScalesInStage) {
+        read_stage_scales<Shape>(stage_of(it), p.v_scales_along_keys, lane, scales);
+      } else {
+        scales = prefetched;
+        if (it + 1 < my_steps) {
+          const int64_t key0 = step_key(it + 1);
+          load_step_scales<DQK, DV>(p, range.hkv, place_of(key0), key0, range.load_lo,
+                                    range.load_hi, lane, prefetched);
+        }
       }
     }
 
@@ -452,7 +462,6 @@ __global__ void __launch_bounds__(kWarps * 32)
     value_step<KV, DQK, DV>(stage + kStepKeys * Shape::kKRowBytes, pa, p.v_scales_along_keys,
                             scales, o);
     __syncwarp();
-    if constexpr (Format::kMx) scales = next_scales;
   }
   copy_async_wait<0>();
 
@@ -496,14 +505,15 @@ __global__ void __launch_bounds__(kWarps * 32)
     // Each warp's weight in the row, factor_w / sum (0 for a row that saw nothing), replaces its
     // sum: only this thread reads or writes this row's entries.
     for (int w = 0; w < kWarps; ++w) {
-      warp_sum[w * kRowsPerBlock + row] = sum == 0.0f ? 0.0f : factor[w] / sum;
+      warp_sum[w * kRowsPerBlock + row] =
+          sum == 0.0f ? 0.0f : scalbnf(factor[w] / sum, kValueShiftExponent);
     }
     row_lse[row] = sum == 0.0f ? -INFINITY : (m + log2f(sum) - kValueShift) * 0.69314718055994531f;
   }
   __syncthreads();
 
-  const bool write_final = work.split == 0 && tile.count <= 1;
-  const bool write_partial = tile.count >= 2 || p.write_all_partials;
+  const bool write_final = work.split == 0 && work.count <= 1;
+  const bool write_partial = work.count >= 2 || p.write_all_partials;
   for (int idx = threadIdx.x; idx < range.block_rows * DV; idx += kWarps * 32) {
     const int row = idx / DV, dim = idx % DV;
     // A row that saw nothing is exactly 0, whatever its (masked) products met in V.

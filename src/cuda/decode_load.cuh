@@ -51,6 +51,37 @@ __device__ __forceinline__ StepPlace step_place(const DecodeParams& p, int64_t b
   return {page, key0 % p.page_size};
 }
 
+// Issues the copies of one step's MX scales into the scale area of `stage` (Shape::kScalesInStage):
+// lanes 0-15 a key's K scales, lanes 16-31 a key's V scales (along the head dim) or 16 bytes of the
+// step's key block (along the keys). Keys outside [lo, hi] get zeros, which only ever meet masked
+// scores or zero-filled values.
+template <class Shape>
+__device__ __forceinline__ void copy_step_scales(const DecodeParams& p, int64_t hkv, StepPlace at,
+                                                 int64_t key0, int64_t lo, int64_t hi,
+                                                 uint8_t* stage, int lane) {
+  constexpr int kKBytes = Shape::kKScaleBytes / kStepKeys;
+  constexpr int kVBytes = Shape::kVScaleBytes / kStepKeys;
+  uint8_t* k_area = stage + Shape::kRowBytes;
+  uint8_t* v_area = k_area + Shape::kKScaleBytes;
+  const int row = lane & 15;
+  const int64_t slot = at.slot0 + row;
+  const bool valid = key0 + row >= lo && key0 + row <= hi;
+  if (lane < 16) {
+    const uint8_t* src = p.k_scales + ((at.outer * p.kv_slots + slot) * p.heads_kv + hkv) * kKBytes;
+    copy_async_small<kKBytes>(k_area + row * kKBytes, valid ? src : p.k_scales, valid);
+  } else if (!p.v_scales_along_keys) {
+    constexpr int kBytes = Shape::kVRowBytes * 8 / Shape::kBits / 32;  // Dv / 32
+    const uint8_t* src = p.v_scales + ((at.outer * p.kv_slots + slot) * p.heads_kv + hkv) * kBytes;
+    copy_async_small<kBytes>(v_area + row * kBytes, valid ? src : p.v_scales, valid);
+  } else if (row * 16 < kVBytes * kStepKeys) {
+    // Every step holds a loadable key, so its key block is a real one.
+    const int64_t blocks = (p.kv_slots + 31) / 32;
+    const uint8_t* src = p.v_scales + ((at.outer * p.heads_kv + hkv) * blocks + at.slot0 / 32) *
+                                          (kVBytes * kStepKeys);
+    copy_async_16(v_area + row * 16, src + row * 16, true);
+  }
+}
+
 // Issues the copies of one step's K and V rows into `stage`; keys outside [lo, hi] are zero-filled.
 template <class Shape>
 __device__ __forceinline__ void copy_step(const DecodeParams& p, int64_t hkv, StepPlace at,
@@ -80,6 +111,8 @@ __device__ __forceinline__ void copy_step(const DecodeParams& p, int64_t hkv, St
                              swizzled_chunk<Shape::kBits, Shape::kVChunks, true>(row, chunk) * 16;
     copy_async_16(dst, valid ? src : p.k, valid);
   }
+  if constexpr (Shape::kScalesInStage)
+    copy_step_scales<Shape>(p, hkv, at, key0, lo, hi, stage, lane);
   copy_async_commit();
 }
 
@@ -115,6 +148,30 @@ struct StepScales {
   uint32_t k[4][2];
   uint32_t v[4][2];
 };
+
+// The lane's scales of one step from the scale area of its stage (Shape::kScalesInStage).
+template <class Shape, int DQK, int DV>
+__device__ __forceinline__ void read_stage_scales(const uint8_t* stage, bool along_keys, int lane,
+                                                  StepScales<DQK, DV>& s) {
+  const int g = lane >> 2, q4 = lane & 3;
+  const uint8_t* k_area = stage + Shape::kRowBytes;
+  const uint8_t* v_area = k_area + Shape::kKScaleBytes;
+#pragma unroll
+  for (int e = 0; e < 4; ++e) {
+    const int row = 8 * (e >> 1) + 2 * q4 + (e & 1);
+    load_scale_bytes<DQK / 32>(k_area + row * (DQK / 32), s.k[e]);
+  }
+  if (!along_keys) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int row = 2 * q4 + (e & 1) + 8 * (e >> 1);
+      load_scale_bytes<DV / 32>(v_area + row * (DV / 32), s.v[e]);
+    }
+  } else {
+#pragma unroll
+    for (int c = 0; c < DV / 64; ++c) load_scale_bytes<8>(v_area + 64 * c + 8 * g, s.v[c]);
+  }
+}
 
 template <int DQK, int DV>
 __device__ __forceinline__ void load_step_scales(const DecodeParams& p, int64_t hkv, StepPlace at,

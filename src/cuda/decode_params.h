@@ -14,13 +14,7 @@ inline constexpr int kRowsPerBlock = 16;
 inline constexpr int kWarps = 4;
 inline constexpr int kStepKeys = 16;  // keys one warp consumes per main-loop step
 
-// Visibility of one batch entry (core::Visibility's last and offset, from Problem::visibility).
-struct SeqInfo {
-  int64_t last = -1;
-  int64_t offset = 0;
-};
-
-// One query tile's SPEC 3 partition, from core::query_tile on the host.
+// One query tile's SPEC 3 partition, from core::query_tile on the host (read by the combine).
 struct TileInfo {
   int64_t run_begin = 0;
   int64_t run_count = 0;
@@ -28,12 +22,19 @@ struct TileInfo {
   int32_t count = 0;
 };
 
-// One CTA of the split kernel (times heads_kv * row_blocks in gridDim.y).
+// One CTA of the split kernel (times heads_kv * row_blocks in gridDim.y), with what it needs of
+// its query tile and sequence, so that a CTA starts from a single load.
 struct WorkItem {
   int32_t b = 0;
   int32_t q_tile = 0;
   int32_t split = 0;
-  int32_t unused = 0;
+  int32_t splits = 1;  // the tile's split_kv
+  int64_t run_begin = 0;
+  int64_t run_count = 0;
+  int64_t last = -1;  // the sequence's core::Visibility (from Problem::visibility)
+  int64_t offset = 0;
+  int32_t count = 0;  // the tile's exact count
+  int32_t padding = 0;
 };
 
 struct DecodeParams {
@@ -73,7 +74,6 @@ struct DecodeParams {
   int64_t counts_stride[3] = {};
 
   // The plan's device tables.
-  const SeqInfo* seqs = nullptr;         // [B]
   const TileInfo* tiles = nullptr;       // [B, q_tiles]
   const WorkItem* work = nullptr;        // [gridDim.x]
   const int32_t* block_table = nullptr;  // paged: [B, max_pages]

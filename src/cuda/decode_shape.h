@@ -20,10 +20,17 @@ struct DecodeShape {
   static constexpr int kVRowBytes = DV * kBits / 8;
   static constexpr int kKChunks = kKRowBytes / 16;  // 16-byte copies per key row
   static constexpr int kVChunks = kVRowBytes / 16;
-  static constexpr int kStepBytes = kStepKeys * (kKRowBytes + kVRowBytes);
-  // About 24 KB of copies in flight per warp: enough to cover DRAM latency at full bandwidth with
-  // two CTAs per SM, without starving occupancy.
-  static constexpr int kStages = clamp_int(24576 / kStepBytes, 2, 4);
+  // MX scales of a step ride in the stage, after the rows, when every key's scale row is a whole
+  // number of 4-byte words: K [16 keys][Dqk/32]; V [16 keys][Dv/32] along the head dim, or the
+  // step's key block [Dv] along the keys.
+  static constexpr bool kScalesInStage = is_mx(KV) && DQK % 128 == 0 && DV % 128 == 0;
+  static constexpr int kKScaleBytes = kStepKeys * DQK / 32;
+  static constexpr int kVScaleBytes = max_int(kStepKeys * DV / 32, DV);
+  static constexpr int kRowBytes = kStepKeys * (kKRowBytes + kVRowBytes);
+  static constexpr int kStepBytes = kRowBytes + (kScalesInStage ? kKScaleBytes + kVScaleBytes : 0);
+  // About 24 KB of copies per warp for 16-bit caches (two CTAs per SM cover DRAM latency at full
+  // bandwidth); 16 KB for MX caches, whose steps cost more arithmetic, so that three CTAs fit.
+  static constexpr int kStages = clamp_int((is_mx(KV) ? 16384 : 24576) / kStepBytes, 2, 4);
   static constexpr int kRingBytes = kWarps * kStages * kStepBytes;
 
   static constexpr int kKSteps = DQK / 16;   // k16 steps of Q K^T

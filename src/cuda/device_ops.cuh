@@ -70,6 +70,17 @@ __device__ __forceinline__ void copy_async_16(void* smem, const void* gmem, bool
                "r"(src_bytes));
 }
 
+// 4- or 8-byte global-to-shared copy (both addresses aligned to its size), zero-filled when not
+// `valid`.
+template <int kBytes>
+__device__ __forceinline__ void copy_async_small(void* smem, const void* gmem, bool valid) {
+  static_assert(kBytes == 4 || kBytes == 8);
+  const uint32_t dst = uint32_t(__cvta_generic_to_shared(smem));
+  const int src_bytes = valid ? kBytes : 0;
+  asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"(dst), "l"(gmem), "n"(kBytes),
+               "r"(src_bytes));
+}
+
 __device__ __forceinline__ void copy_async_commit() {
   asm volatile("cp.async.commit_group;\n" ::);
 }

@@ -1,3 +1,4 @@
+// The split kernel of a K/V storage type: dispatch to the instances of its translation unit.
 #include "cuda/kernels.h"
 
 namespace mxattn::cuda::detail {

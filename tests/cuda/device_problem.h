@@ -1,25 +1,19 @@
-// A TestProblem's tensors on the GPU: every view except the host metadata (kv_len, prefix_offset,
-// block_table, sparse layout, k_mean) copied into its own cudaMalloc allocation of exactly the
-// view's logical size, so that compute-sanitizer's memcheck flags any read past a view's end.
+// A TestProblem's tensors on the GPU (cuda::DeviceArgs: each view in its own cudaMalloc allocation
+// of exactly the view's logical size, so that compute-sanitizer's memcheck flags any read past a
+// view's end), throwing on a CUDA error so a test fails loudly.
 #pragma once
 
-#include <cstdint>
-#include <vector>
-
 #include "cpu/problem_gen.h"
-#include "mxattn/attention.h"
+#include "cuda/device_args.h"
 
 namespace mxattn::test {
 
 class DeviceProblem {
  public:
   explicit DeviceProblem(const TestProblem& host);
-  DeviceProblem(const DeviceProblem&) = delete;
-  DeviceProblem& operator=(const DeviceProblem&) = delete;
-  ~DeviceProblem();
 
   // The problem's arguments with device pointers for the tensors, host pointers for the metadata.
-  const AttentionArgs& args() const { return args_; }
+  const AttentionArgs& args() const { return device_.args(); }
 
   // Copies the inputs (Q, K, V and their scales) of `host`, which must have the same layout.
   void upload_inputs(const TestProblem& host);
@@ -29,8 +23,7 @@ class DeviceProblem {
   void download_outputs(const TestProblem& host) const;
 
  private:
-  AttentionArgs args_;
-  std::vector<void*> allocations_;
+  cuda::DeviceArgs device_;
 };
 
 }  // namespace mxattn::test

@@ -9,6 +9,8 @@ namespace {
 constexpr FastKernels kKernels = simd::make_kernels<simd::Avx2>(SimdIsa::avx2);
 }  // namespace
 
-const FastKernels& fast_kernels_avx2() { return kKernels; }
+const FastKernels& fast_kernels_avx2() {
+  return kKernels;
+}
 
 }  // namespace mxattn::cpu

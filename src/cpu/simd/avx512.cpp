@@ -9,6 +9,8 @@ namespace {
 constexpr FastKernels kKernels = simd::make_kernels<simd::Avx512>(SimdIsa::avx512);
 }  // namespace
 
-const FastKernels& fast_kernels_avx512() { return kKernels; }
+const FastKernels& fast_kernels_avx512() {
+  return kKernels;
+}
 
 }  // namespace mxattn::cpu

@@ -10,7 +10,9 @@
 namespace mxattn::cpu::simd {
 namespace {
 
-inline int64_t min_of(int64_t a, int64_t b) { return a < b ? a : b; }
+inline int64_t min_of(int64_t a, int64_t b) {
+  return a < b ? a : b;
+}
 
 // ---- Converting K and V rows to f32 ----
 
@@ -41,24 +43,39 @@ typename Ops::F decode_fp8(bool e4m3, const uint8_t* codes) {
   return e4m3 ? Ops::mul(Ops::from_e4m3_over_256(codes), Ops::set1(256.0f)) : Ops::from_e5m2(codes);
 }
 
-// FP8 rows: packed bytes, the width a whole number of 32-element blocks (validated).
-template <class Ops>
-void convert_fp8_row(const RowFormat& f, const RowSource& row, float* dst) {
+// E8M0 bytes up to this one times 2^8 are still finite, so the E4M3 unbias folds into the scale.
+constexpr uint8_t kLargestFoldableScale = 127 + 119;
+
+// FP8 rows: packed bytes, the width a whole number of 32-element blocks (validated). The format's
+// fields are read into locals once, so the stores cannot make the compiler reload them.
+template <class Ops, bool kE4m3>
+void convert_fp8_rows(const RowFormat& f, const RowSource* rows, int64_t count, float* dst,
+                      int64_t dst_stride) {
   constexpr int W = Ops::kLanes;
-  const bool e4m3 = f.elem == RowElem::e4m3;
-  if (f.scale_span == 1) {
-    for (int64_t d = 0; d < f.width; d += W) {
-      float scales[W];
-      for (int i = 0; i < W; ++i) scales[i] = f.scale_values[row.scales[(d + i) * f.scale_step]];
-      Ops::store(dst + d, Ops::mul(decode_fp8<Ops>(e4m3, row.data + d), Ops::load(scales)));
+  const int64_t width = f.width, step = f.scale_step;
+  const float* scale_values = f.scale_values;
+  for (int64_t r = 0; r < count; ++r, dst += dst_stride) {
+    const uint8_t* codes = rows[r].data;
+    const uint8_t* scales = rows[r].scales;
+    if (f.scale_span == 1) {
+      for (int64_t d = 0; d < width; d += W) {
+        float row_scales[W];
+        for (int i = 0; i < W; ++i) row_scales[i] = scale_values[scales[(d + i) * step]];
+        Ops::store(dst + d, Ops::mul(decode_fp8<Ops>(kE4m3, codes + d), Ops::load(row_scales)));
+      }
+      continue;
     }
-    return;
-  }
-  const uint8_t* scale = row.scales;
-  for (int64_t block = 0; block < f.width; block += 32, scale += f.scale_step) {
-    const typename Ops::F s = Ops::set1(f.scale_values[*scale]);
-    for (int64_t d = block; d < block + 32; d += W) {
-      Ops::store(dst + d, Ops::mul(decode_fp8<Ops>(e4m3, row.data + d), s));
+    for (int64_t d = 0; d < width; d += 32, scales += step) {
+      const uint8_t e = *scales;
+      const float value = scale_values[e];
+      if (!kE4m3 || e <= kLargestFoldableScale) {
+        Ops::fp8_block32(kE4m3, codes + d, Ops::set1(kE4m3 ? value * 256.0f : value), dst + d);
+        continue;
+      }
+      Ops::fp8_block32(true, codes + d, Ops::set1(256.0f), dst + d);
+      for (int64_t i = d; i < d + 32; i += W) {
+        Ops::store(dst + i, Ops::mul(Ops::load(dst + i), Ops::set1(value)));
+      }
     }
   }
 }
@@ -67,19 +84,20 @@ template <class Ops>
 void convert_rows(const RowFormat& f, const RowSource* rows, int64_t count, float* dst,
                   int64_t dst_stride) {
   constexpr int W = Ops::kLanes;
+  switch (f.elem) {
+    case RowElem::e4m3:
+      convert_fp8_rows<Ops, true>(f, rows, count, dst, dst_stride);
+      return;
+    case RowElem::e5m2:
+      convert_fp8_rows<Ops, false>(f, rows, count, dst, dst_stride);
+      return;
+    default:
+      break;
+  }
   for (int64_t r = 0; r < count; ++r) {
     float* out = dst + r * dst_stride;
     const RowSource& row = rows[r];
     switch (f.elem) {
-      case RowElem::f32: {
-        const float* src = reinterpret_cast<const float*>(row.data);
-        int64_t d = 0;
-        if (f.elem_stride == 1) {
-          for (; d + W <= f.width; d += W) Ops::store(out + d, Ops::load(src + d));
-        }
-        for (; d < f.width; ++d) out[d] = src[d * f.elem_stride];
-        break;
-      }
       case RowElem::f16:
         convert_16bit_row<Ops>(f, reinterpret_cast<const uint16_t*>(row.data), out,
                                [](const uint16_t* p) { return Ops::from_f16(p); });
@@ -88,10 +106,14 @@ void convert_rows(const RowFormat& f, const RowSource* rows, int64_t count, floa
         convert_16bit_row<Ops>(f, reinterpret_cast<const uint16_t*>(row.data), out,
                                [](const uint16_t* p) { return Ops::from_bf16(p); });
         break;
-      case RowElem::e4m3:
-      case RowElem::e5m2:
-        convert_fp8_row<Ops>(f, row, out);
-        break;
+      default: {
+        const float* src = reinterpret_cast<const float*>(row.data);
+        int64_t d = 0;
+        if (f.elem_stride == 1) {
+          for (; d + W <= f.width; d += W) Ops::store(out + d, Ops::load(src + d));
+        }
+        for (; d < f.width; ++d) out[d] = src[d * f.elem_stride];
+      }
     }
   }
 }
@@ -156,8 +178,8 @@ void score_vectors_left(int64_t vectors_left, const float* keys, int64_t key_str
 }
 
 template <class Ops>
-void scores_by_row_lanes(const float* keys, int64_t key_stride, int64_t key_count,
-                         const float* q_t, int64_t rows_padded, int64_t dim_padded, float* st) {
+void scores_by_row_lanes(const float* keys, int64_t key_stride, int64_t key_count, const float* q_t,
+                         int64_t rows_padded, int64_t dim_padded, float* st) {
   constexpr int W = Ops::kLanes;
   const int64_t vectors = rows_padded / W;
   for (int64_t v = 0; v < vectors; v += Ops::kScoreVecs) {
@@ -180,7 +202,8 @@ void scores_by_dim_lanes(const float* keys, int64_t key_stride, int64_t key_coun
   for (int64_t r0 = 0; r0 < rows; r0 += kRows) {
     for (int64_t k0 = 0; k0 < key_count; k0 += kKeys) {
       const float* key_rows[kKeys];
-      for (int k = 0; k < kKeys; ++k) key_rows[k] = keys + min_of(k0 + k, key_count - 1) * key_stride;
+      for (int k = 0; k < kKeys; ++k)
+        key_rows[k] = keys + min_of(k0 + k, key_count - 1) * key_stride;
       const float* q_rows = q + r0 * dim_padded;
       F acc[W];
       for (int i = 0; i < W; ++i) acc[i] = Ops::zero();
@@ -189,7 +212,8 @@ void scores_by_dim_lanes(const float* keys, int64_t key_stride, int64_t key_coun
         for (int r = 0; r < kRows; ++r) qv[r] = Ops::load(q_rows + r * dim_padded + d);
         for (int k = 0; k < kKeys; ++k) {
           const F kv = Ops::load(key_rows[k] + d);
-          for (int r = 0; r < kRows; ++r) acc[k * kRows + r] = Ops::fmadd(kv, qv[r], acc[k * kRows + r]);
+          for (int r = 0; r < kRows; ++r)
+            acc[k * kRows + r] = Ops::fmadd(kv, qv[r], acc[k * kRows + r]);
         }
       }
       float sums[W];
@@ -251,7 +275,8 @@ void value_block(const float* st, int64_t rows_padded, int64_t key_count, const 
   F acc[MR][NV];
   for (int r = 0; r < MR; ++r) {
     const F factor = Ops::set1(rescale[r]);
-    for (int c = 0; c < NV; ++c) acc[r][c] = Ops::mul(Ops::load(out + r * out_stride + c * W), factor);
+    for (int c = 0; c < NV; ++c)
+      acc[r][c] = Ops::mul(Ops::load(out + r * out_stride + c * W), factor);
   }
   for (int64_t k = 0; k < key_count; ++k) {
     F v[NV];
@@ -306,9 +331,9 @@ void value_columns_left(int64_t vectors_left, const float* st, int64_t rows_padd
 }
 
 template <class Ops>
-void accumulate_values(const float* st, int64_t rows_padded, int64_t key_count,
-                       const float* values, int64_t value_stride, int64_t dim_padded,
-                       const float* rescale, int64_t rows, float* out, int64_t out_stride) {
+void accumulate_values(const float* st, int64_t rows_padded, int64_t key_count, const float* values,
+                       int64_t value_stride, int64_t dim_padded, const float* rescale, int64_t rows,
+                       float* out, int64_t out_stride) {
   constexpr int W = Ops::kLanes;
   const int64_t vectors = dim_padded / W;
   for (int64_t c = 0; c < vectors; c += Ops::kValueVecs) {

@@ -65,12 +65,13 @@ struct Avx2 {
     return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
   }
   static F from_bf16(const uint16_t* p) {
-    const __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    const __m256i wide =
+        _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
     return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
   }
   static F from_e5m2(const uint8_t* p) {
-    const __m128i h = _mm_slli_epi16(
-        _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))), 8);
+    const __m128i h =
+        _mm_slli_epi16(_mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))), 8);
     return _mm256_cvtph_ps(h);
   }
   static F from_e4m3_over_256(const uint8_t* p) {
@@ -79,6 +80,11 @@ struct Avx2 {
     const __m128i magnitude = _mm_and_si128(h, _mm_set1_epi16(0x3f80));
     const __m128i nan = _mm_cmpeq_epi16(magnitude, _mm_set1_epi16(0x3f80));
     return _mm256_cvtph_ps(_mm_blendv_epi8(h, _mm_set1_epi16(0x7e00), nan));
+  }
+  static void fp8_block32(bool e4m3, const uint8_t* p, F factor, float* dst) {
+    for (int i = 0; i < 32; i += kLanes) {
+      store(dst + i, mul(e4m3 ? from_e4m3_over_256(p + i) : from_e5m2(p + i), factor));
+    }
   }
 };
 

@@ -93,15 +93,32 @@ struct Avx512 {
         _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))), 8);
     return _mm512_cvtph_ps(h);
   }
-  // E4M3 times 2^-8: placed in an f16 (sign at bit 15, exponent and mantissa at bits 7..13) it reads
-  // as the E4M3 value over 2^8, subnormals included; S.1111.111 is replaced by an f16 NaN.
+  // E4M3 times 2^-8: placed in an f16 (sign at bit 15, exponent and mantissa at bits 7..13) it
+  // reads as the E4M3 value over 2^8, subnormals included; S.1111.111 is replaced by an f16 NaN.
   static F from_e4m3_over_256(const uint8_t* p) {
-    const __m256i wide =
-        _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    const __m256i wide = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
     const __m256i h = _mm256_and_si256(_mm256_slli_epi16(wide, 7), _mm256_set1_epi16(-16512));
     const __m256i magnitude = _mm256_and_si256(h, _mm256_set1_epi16(0x3f80));
     const __mmask16 nan = _mm256_cmpeq_epi16_mask(magnitude, _mm256_set1_epi16(0x3f80));
     return _mm512_cvtph_ps(_mm256_mask_mov_epi16(h, nan, _mm256_set1_epi16(0x7e00)));
+  }
+  // 32 FP8 codes (E4M3 over 2^8, or E5M2) times `factor`, into dst: the same decode as above with
+  // 32 16-bit lanes at a time.
+  static void fp8_block32(bool e4m3, const uint8_t* p, F factor, float* dst) {
+    const __m256i bytes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+    __m512i h;
+    if (e4m3) {
+      h = _mm512_and_si512(_mm512_slli_epi16(_mm512_cvtepi8_epi16(bytes), 7),
+                           _mm512_set1_epi16(-16512));
+      const __m512i magnitude = _mm512_and_si512(h, _mm512_set1_epi16(0x3f80));
+      const __mmask32 nan = _mm512_cmpeq_epi16_mask(magnitude, _mm512_set1_epi16(0x3f80));
+      h = _mm512_mask_mov_epi16(h, nan, _mm512_set1_epi16(0x7e00));
+    } else {
+      h = _mm512_slli_epi16(_mm512_cvtepu8_epi16(bytes), 8);
+    }
+    _mm512_storeu_ps(dst, _mm512_mul_ps(_mm512_cvtph_ps(_mm512_castsi512_si256(h)), factor));
+    _mm512_storeu_ps(dst + 16,
+                     _mm512_mul_ps(_mm512_cvtph_ps(_mm512_extracti64x4_epi64(h, 1)), factor));
   }
 };
 

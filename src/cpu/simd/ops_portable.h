@@ -1,5 +1,6 @@
 // The vector operations of the portable kernels: 4 f32 lanes as plain arrays, which the compiler
-// maps onto whatever the baseline target has. Built without ISA flags, so it may use the shared codecs.
+// maps onto whatever the baseline target has. Built without ISA flags, so it may use the shared
+// codecs.
 #pragma once
 
 #include <cmath>
@@ -55,9 +56,8 @@ struct Portable {
     return each([&](int i) { return a.v[i] > b.v[i] ? a.v[i] : b.v[i]; });
   }
   static F keep_between(F s, F k, F first, F last) {
-    return each([&](int i) {
-      return k.v[i] < first.v[i] || k.v[i] > last.v[i] ? -INFINITY : s.v[i];
-    });
+    return each(
+        [&](int i) { return k.v[i] < first.v[i] || k.v[i] > last.v[i] ? -INFINITY : s.v[i]; });
   }
   static F zero_if_neg_inf(F x) {
     return each([&](int i) { return x.v[i] == -INFINITY ? 0.0f : x.v[i]; });
@@ -80,6 +80,11 @@ struct Portable {
   }
   static F from_e4m3_over_256(const uint8_t* p) {
     return each([&](int i) { return mx::decode(DType::e4m3, p[i]) * 0.00390625f; });
+  }
+  static void fp8_block32(bool e4m3, const uint8_t* p, F factor, float* dst) {
+    for (int i = 0; i < 32; i += kLanes) {
+      store(dst + i, mul(e4m3 ? from_e4m3_over_256(p + i) : from_e5m2(p + i), factor));
+    }
   }
 };
 

@@ -9,6 +9,8 @@ namespace {
 constexpr FastKernels kKernels = simd::make_kernels<simd::Portable>(SimdIsa::portable);
 }  // namespace
 
-const FastKernels& fast_kernels_portable() { return kKernels; }
+const FastKernels& fast_kernels_portable() {
+  return kKernels;
+}
 
 }  // namespace mxattn::cpu

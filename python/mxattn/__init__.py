@@ -1,0 +1,21 @@
+"""mxattn: exact multi-head attention forward (split-KV flash decoding, OCP MX inputs,
+block-sparse, GQA, paged KV) on CPU engines and H200 kernels, over any DLPack tensor.
+
+Tensors from NumPy, PyTorch, CuPy or JAX are read in place (no copies), on the host or a GPU;
+results come back in the caller's framework. Invalid arguments raise ValueError with the
+library's message, and nothing is written then.
+"""
+
+from ._attention import DecodePlan, SparseLayout, attention, combine, plan
+from ._mx import dequantize, quantize
+from . import _mxattn
+
+__all__ = ["attention", "combine", "plan", "DecodePlan", "SparseLayout", "quantize",
+           "dequantize", "cuda_available", "__version__"]
+
+__version__ = "0.1.0"
+
+
+def cuda_available() -> bool:
+    """Whether this build holds the CUDA decode engine (MXATTN_CUDA=ON pip install .)."""
+    return _mxattn.cuda_engine_built()

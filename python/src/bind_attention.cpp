@@ -1,0 +1,232 @@
+// Attention, its split plan and the combine of partials.
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+
+#include <cstdint>
+#include <string>
+
+#include "bindings.h"
+#include "call_args.h"
+#include "core/plan.h"
+#include "core/problem.h"
+#include "cpu/engines.h"
+#include "decode_step.h"
+#include "mxattn/combine.h"
+#include "mxattn/cuda.h"
+
+namespace mxattn::python {
+
+namespace {
+
+struct EngineChoice {
+  Engine engine = Engine::cpu_fast;
+  int64_t tile_m = cpu::kTileM;  // the engine's default tiles, which shape its split plan
+  int64_t tile_n = cpu::kTileN;
+};
+
+// "auto" follows the tensors: the CUDA engine on a GPU, the fast CPU engine on the host.
+EngineChoice choose_engine(const std::string& name, Placement where) {
+  Engine engine;
+  if (name == "auto") {
+    engine = where.on_gpu ? Engine::cuda : Engine::cpu_fast;
+  } else if (name == "cpu") {
+    engine = Engine::cpu_fast;
+  } else if (name == "reference") {
+    engine = Engine::cpu_reference;
+  } else if (name == "cuda") {
+    engine = Engine::cuda;
+  } else {
+    throw nb::value_error(
+        ("engine must be 'auto', 'cpu', 'reference' or 'cuda', found '" + name + "'").c_str());
+  }
+  if (engine == Engine::cuda) {
+    if (!where.on_gpu) {
+      throw nb::value_error("engine 'cuda' needs the tensors on a GPU; they are on the host");
+    }
+    return {engine, cuda::kDefaultTileM, cuda::kDefaultTileN};
+  }
+  if (where.on_gpu) {
+    throw nb::value_error(
+        ("engine '" + name + "' reads host memory but the tensors are on " + where.describe())
+            .c_str());
+  }
+  return {engine, cpu::kTileM, cpu::kTileN};
+}
+
+// Validates the call as it will run, with stand-in outputs where the caller has not set them yet:
+// the errors are the library's own, for the arguments the caller gave.
+core::Problem validated(const CallArgs& call) {
+  AttentionArgs a = call.args();
+  if (!a.o.given()) {
+    // Validation reads only the metadata views, never O's memory.
+    static uint8_t never_read;
+    const bool shaped = a.q.rank == 4 && a.v.rank == 4;
+    a.o = shaped ? make_view(&never_read, DType::f32,
+                             {a.q.shape[0], a.q.shape[1], a.q.shape[2], a.v.shape[3]})
+                 : make_view(&never_read, DType::f32, {1, 1, 1, 1});
+  }
+  core::Problem p;
+  raise_if_failed(core::validate_problem(a, &p));
+  return p;
+}
+
+nb::tuple shape_tuple(std::initializer_list<int64_t> dims) {
+  nb::list l;
+  for (int64_t d : dims) l.append(d);
+  return nb::tuple(l);
+}
+
+// Shapes of the outputs a call needs, and the split slots S of its partials under `engine`.
+nb::dict output_shapes(const CallArgs& call, const std::string& engine) {
+  const EngineChoice choice = choose_engine(engine, call.placement());
+  const core::Problem p = validated(call);
+  const core::SplitParams split = core::resolve_split(p, choice.tile_m, choice.tile_n);
+  nb::dict d;
+  d["o"] = shape_tuple({p.batch, p.seq_q, p.heads_q, p.dim_v});
+  d["lse"] = shape_tuple({p.batch, p.heads_q, p.seq_q});
+  d["slots"] = core::partial_slots(p, split);
+  return d;
+}
+
+void run(const CallArgs& call, const std::string& engine, int threads, uintptr_t stream) {
+  const EngineChoice choice = choose_engine(engine, call.placement());
+  if (choice.engine == Engine::cuda) {
+    DecodeStep(call).run(stream);
+    return;
+  }
+  Status status;
+  {
+    nb::gil_scoped_release released;
+    status = attention(call.args(), RunOptions{choice.engine, threads, nullptr});
+  }
+  raise_if_failed(status);
+}
+
+nb::dict describe_split(const core::QueryTile& q, int64_t split, int64_t tile_n) {
+  const core::TileRun r = core::split_tiles(q.run, q.splits, split);
+  nb::dict d;
+  d["tiles"] = r.count;
+  if (r.count == 0) {
+    d["key_tiles"] = nb::none();
+    d["keys"] = nb::none();
+    return d;
+  }
+  const int64_t first = q.key_tile(r.begin);
+  const int64_t last = q.key_tile(r.begin + r.count - 1);
+  d["key_tiles"] = nb::make_tuple(first, last);
+  d["keys"] = nb::make_tuple(first * tile_n, (last + 1) * tile_n - 1);
+  return d;
+}
+
+// The split partition of the call under `engine`, as `mxattn plan` prints it: per query tile its
+// key tiles, the key range of each split, the exact count and rocMLIR's conservative row counts.
+nb::dict split_plan(const CallArgs& call, const std::string& engine) {
+  const EngineChoice choice = choose_engine(engine, call.placement());
+  const core::Problem p = validated(call);
+  const core::SplitParams s = core::resolve_split(p, choice.tile_m, choice.tile_n);
+  nb::list tiles;
+  const int64_t per_head = core::query_tiles_per_head(p, s);
+  // Heads share one partition unless the sparse layout differs per head.
+  const int64_t heads = p.sparse ? p.heads_q : 1;
+  for (int64_t b = 0; b < p.batch; ++b) {
+    for (int64_t h = 0; h < heads; ++h) {
+      for (int64_t t = 0; t < per_head; ++t) {
+        const core::QueryTile q = core::query_tile(p, s, b, h, t);
+        nb::dict tile;
+        tile["b"] = b;
+        tile["h"] = p.sparse ? nb::object(nb::int_(h)) : nb::none();
+        tile["tile"] = t;
+        tile["rows"] = nb::make_tuple(q.row_first, q.row_last);
+        tile["key_tiles"] = q.run.count;
+        tile["split_kv"] = q.splits;
+        tile["count"] = q.count;
+        nb::list splits, conservative;
+        for (int64_t sp = 0; sp < q.splits; ++sp) splits.append(describe_split(q, sp, s.tile_n));
+        for (int64_t i = q.row_first; i <= q.row_last; ++i) {
+          conservative.append(core::conservative_split_count(q.vis, i, s.tile_n, q.splits));
+        }
+        tile["splits"] = splits;
+        tile["conservative_counts"] = conservative;
+        tiles.append(tile);
+      }
+    }
+  }
+  nb::dict d;
+  d["engine"] = choice.engine == Engine::cuda ? "cuda" : "cpu";
+  d["tile_m"] = s.tile_m;
+  d["tile_n"] = s.tile_n;
+  d["split_kv"] = s.split_kv == 0 ? nb::object(nb::str("auto")) : nb::object(nb::int_(s.split_kv));
+  d["target_tiles_per_split"] = s.target_tiles_per_split;
+  d["max_splits"] = s.max_splits;
+  d["partial_slots"] = core::partial_slots(p, s);
+  d["tiles"] = tiles;
+  return d;
+}
+
+void combine_partials(const InputArray& partial_o, const std::string& partial_o_type,
+                      const InputArray& partial_lse, const InputArray& counts, const OutputArray& o,
+                      const std::string& o_type, const std::optional<OutputArray>& lse,
+                      int threads) {
+  CombineArgs a;
+  a.partial_o = view_of("partial_o", partial_o, parse_element_type("partial_o", partial_o_type));
+  a.partial_lse = view_of("partial_lse", partial_lse, DType::f32);
+  a.counts = view_of("counts", counts, DType::i32);
+  a.o = view_of("o", o, parse_element_type("o", o_type));
+  if (lse) a.lse = view_of("lse", *lse, DType::f32);
+  const struct {
+    const char* name;
+    int device_type;
+    int device_id;
+  } placed[] = {{"partial_o", partial_o.device_type(), partial_o.device_id()},
+                {"partial_lse", partial_lse.device_type(), partial_lse.device_id()},
+                {"counts", counts.device_type(), counts.device_id()},
+                {"o", o.device_type(), o.device_id()},
+                {"lse", lse ? lse->device_type() : 1, lse ? lse->device_id() : 0}};
+  for (const auto& p : placed) {
+    if (placement_of(p.device_type, p.device_id, p.name).on_gpu) {
+      raise_if_failed(
+          Status::unsupported(std::string(p.name) +
+                              ": combine runs on the host; the GPU combine runs inside a "
+                              "decode step"));
+    }
+  }
+  Status status;
+  {
+    nb::gil_scoped_release released;
+    status = combine(a, RunOptions{Engine::cpu_fast, threads, nullptr});
+  }
+  raise_if_failed(status);
+}
+
+}  // namespace
+
+void bind_attention(nb::module_& m) {
+  nb::class_<CallArgs>(m, "CallArgs")
+      .def(nb::init<>())
+      .def("set_input", &CallArgs::set_input, nb::arg("name"), nb::arg("array"), nb::arg("type"))
+      .def("set_output", &CallArgs::set_output, nb::arg("name"), nb::arg("array"), nb::arg("type"))
+      .def("set_options", &CallArgs::set_options, nb::kw_only(), nb::arg("causal"),
+           nb::arg("window"), nb::arg("scale").none(), nb::arg("page_size"), nb::arg("block_q"),
+           nb::arg("block_k"), nb::arg("v_scale_axis"), nb::arg("split_kv"), nb::arg("tile_m"),
+           nb::arg("tile_n"), nb::arg("early_exit"))
+      .def_prop_ro("on_gpu", [](const CallArgs& c) { return c.placement().on_gpu; })
+      .def_prop_ro("device_id", [](const CallArgs& c) { return c.placement().device_id; });
+
+  nb::class_<DecodeStep>(m, "DecodeStep")
+      .def(nb::init<const CallArgs&>(), nb::arg("call"))
+      .def("run", &DecodeStep::run, nb::arg("stream"))
+      .def_prop_ro("partial_slots", &DecodeStep::partial_slots)
+      .def_prop_ro("split_blocks", &DecodeStep::split_blocks)
+      .def_prop_ro("combines", &DecodeStep::combines)
+      .def_prop_ro("device_id", &DecodeStep::device_id);
+
+  m.def("cuda_engine_built", &cuda_engine_built);
+  m.def("output_shapes", &output_shapes, nb::arg("call"), nb::arg("engine"));
+  m.def("run", &run, nb::arg("call"), nb::arg("engine"), nb::arg("threads"), nb::arg("stream"));
+  m.def("split_plan", &split_plan, nb::arg("call"), nb::arg("engine"));
+  m.def("combine", &combine_partials, nb::arg("partial_o"), nb::arg("partial_o_type"),
+        nb::arg("partial_lse"), nb::arg("counts"), nb::arg("o"), nb::arg("o_type"),
+        nb::arg("lse").none(), nb::arg("threads"));
+}
+
+}  // namespace mxattn::python

@@ -1,0 +1,38 @@
+// A planned decode step on the CUDA engine (plan once, run many times: CUDA-graph safe), or, in a
+// build without CUDA, a clear NotImplementedError. The one hook between the Python API and the
+// CUDA engine.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "call_args.h"
+
+namespace mxattn::python {
+
+bool cuda_engine_built();
+
+class DecodeStep {
+ public:
+  // Validates and plans `call` (its data on one GPU, its metadata on the host) on that GPU; the
+  // step keeps `call`'s arrays alive for its runs.
+  explicit DecodeStep(const CallArgs& call);
+  DecodeStep(DecodeStep&&) noexcept;
+  DecodeStep& operator=(DecodeStep&&) noexcept;
+  ~DecodeStep();
+
+  // Launches the step on `stream` (a cudaStream_t as an integer; 0 is the legacy default stream)
+  // over the planned arrays, whose contents may have changed since. No allocation, no host sync.
+  void run(uintptr_t stream) const;
+
+  int64_t partial_slots() const;
+  int64_t split_blocks() const;
+  bool combines() const;
+  int device_id() const;
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace mxattn::python

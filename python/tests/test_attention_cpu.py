@@ -1,0 +1,173 @@
+"""mxattn.attention on the CPU engines, from NumPy (and PyTorch where installed), against the
+NumPy model of the SPEC and against the C++ f64 reference engine."""
+
+import numpy as np
+import pytest
+
+import mxattn
+import reference
+
+ml_dtypes = pytest.importorskip("ml_dtypes")
+
+
+def random_qkv(rng, batch=2, seq_q=5, seq_k=70, heads_q=4, heads_kv=2, dim_qk=32, dim_v=32):
+    q = rng.standard_normal((batch, seq_q, heads_q, dim_qk), dtype=np.float32)
+    k = rng.standard_normal((batch, seq_k, heads_kv, dim_qk), dtype=np.float32)
+    v = rng.standard_normal((batch, seq_k, heads_kv, dim_v), dtype=np.float32)
+    return q, k, v
+
+
+def assert_close(actual, expected, tol):
+    actual = np.asarray(actual, dtype=np.float64)
+    assert actual.shape == expected.shape
+    np.testing.assert_allclose(actual, expected, rtol=tol, atol=tol)
+
+
+MASKS = [
+    dict(),
+    dict(causal="top_left"),
+    dict(causal="bottom_right"),
+    dict(prefix_offset=[3, 40]),
+    dict(causal="bottom_right", window=9),
+    dict(window=16),
+    dict(kv_len=[70, 33]),
+    dict(causal="bottom_right", kv_len=[5, 61]),
+]
+
+
+@pytest.mark.parametrize("mask", MASKS, ids=lambda m: ",".join(f"{k}={v}" for k, v in m.items()))
+@pytest.mark.parametrize("engine", ["cpu", "reference"])
+def test_masks_match_numpy_model(rng, mask, engine):
+    q, k, v = random_qkv(rng)
+    o, lse = mxattn.attention(q, k, v, return_lse=True, engine=engine, **mask)
+    model_args = {key: val for key, val in mask.items() if key != "causal"}
+    causal = mask.get("causal", "prefix" if "prefix_offset" in mask else "none")
+    want_o, want_lse = reference.attention(q, k, v, causal=causal, **model_args)
+    assert isinstance(o, np.ndarray) and o.dtype == np.float32
+    assert_close(o, want_o, 2e-5)
+    assert_close(lse, want_lse, 2e-5)
+
+
+@pytest.mark.parametrize("split_kv", [1, 3, "auto"])
+def test_fast_engine_matches_cpp_reference(rng, split_kv):
+    q, k, v = random_qkv(rng, batch=3, seq_q=9, seq_k=300, heads_q=6, heads_kv=3, dim_v=64)
+    args = dict(causal="bottom_right", kv_len=[300, 129, 17], split_kv=split_kv, return_lse=True)
+    fast = mxattn.attention(q, k, v, engine="cpu", **args)
+    ref = mxattn.attention(q, k, v, engine="reference", **args)
+    for a, b in zip(fast, ref):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
+
+
+def test_empty_rows_are_zero_with_minus_inf_lse(rng):
+    q, k, v = random_qkv(rng, batch=1, seq_q=4, seq_k=40)
+    o, lse = mxattn.attention(q, k, v, causal="bottom_right", kv_len=[2], return_lse=True)
+    assert np.all(o[0, :2] == 0) and np.all(np.isneginf(lse[0, :, :2]))
+    assert np.all(np.isfinite(o[0, 2:]))
+
+
+def test_padding_past_kv_len_never_read(rng):
+    q, k, v = random_qkv(rng, batch=1)
+    k[:, 50:] = np.nan
+    v[:, 50:] = np.inf
+    o = mxattn.attention(q, k, v, kv_len=50)
+    want, _ = reference.attention(q, k, v, kv_len=[50])
+    assert_close(o, want, 2e-5)
+
+
+@pytest.mark.parametrize("dtype", ["f16", "bf16"])
+def test_half_inputs_and_outputs(rng, dtype):
+    np_dtype = np.float16 if dtype == "f16" else ml_dtypes.bfloat16
+    q, k, v = (a.astype(np_dtype) for a in random_qkv(rng))
+    o = mxattn.attention(q, k, v, causal="top_left")
+    assert o.dtype == np_dtype
+    want, _ = reference.attention(q.astype(np.float64), k.astype(np.float64),
+                                  v.astype(np.float64), causal="top_left")
+    assert_close(o.astype(np.float32), want, 1e-2)
+
+
+def test_strided_views_are_read_and_written_in_place(rng):
+    # BHSD storage seen as BSHD views: no copy on the way in or out.
+    q_bhsd = rng.standard_normal((2, 4, 5, 32), dtype=np.float32)
+    k_bhsd = rng.standard_normal((2, 2, 70, 32), dtype=np.float32)
+    v_bhsd = rng.standard_normal((2, 2, 70, 32), dtype=np.float32)
+    out_bhsd = np.zeros((2, 4, 5, 32), dtype=np.float32)
+    q, k, v, out = (a.transpose(0, 2, 1, 3) for a in (q_bhsd, k_bhsd, v_bhsd, out_bhsd))
+    result = mxattn.attention(q, k, v, causal="bottom_right", out=out)
+    assert result is out
+    want, _ = reference.attention(q, k, v, causal="bottom_right")
+    assert_close(out_bhsd.transpose(0, 2, 1, 3), want, 2e-5)
+
+
+def test_paged_cache_matches_dense(rng):
+    q, k, v = random_qkv(rng, seq_k=64)
+    page_size, pages = 16, 11
+    order = rng.permutation(pages)[:8].reshape(2, 4).astype(np.int32)
+    k_pool = rng.standard_normal((pages, page_size, 2, 32), dtype=np.float32)
+    v_pool = rng.standard_normal((pages, page_size, 2, 32), dtype=np.float32)
+    for b in range(2):
+        for p in range(4):
+            k_pool[order[b, p]] = k[b, p * page_size:(p + 1) * page_size]
+            v_pool[order[b, p]] = v[b, p * page_size:(p + 1) * page_size]
+    o = mxattn.attention(q, k_pool, v_pool, block_table=order, kv_len=[64, 37],
+                         causal="bottom_right")
+    want, _ = reference.attention(q, k, v, kv_len=[64, 37], causal="bottom_right")
+    assert_close(o, want, 2e-5)
+
+
+def test_block_sparse_layout(rng):
+    q, k, v = random_qkv(rng, batch=1, seq_q=64, seq_k=128, heads_q=2, heads_kv=1)
+    block_q, block_k = 32, 32
+    # Per head: query block 0 sees key blocks {0, 2}, query block 1 sees {1, 3} / {} (empty row).
+    row_ptr = np.array([[[0, 2, 4], [0, 2, 2]]], dtype=np.int32)
+    col_idx = np.array([[[0, 2, 1, 3], [0, 3, 0, 0]]], dtype=np.int32)
+    layout = mxattn.SparseLayout(block_q, block_k, row_ptr, col_idx)
+
+    def block_visible(b, h):
+        grid = np.zeros((2, 4), dtype=bool)
+        for qb in range(2):
+            grid[qb, col_idx[b, h, row_ptr[b, h, qb]:row_ptr[b, h, qb + 1]]] = True
+        return np.repeat(np.repeat(grid, block_q, axis=0), block_k, axis=1)
+
+    o, lse = mxattn.attention(q, k, v, sparse=layout, return_lse=True)
+    want_o, want_lse = reference.attention(q, k, v, block_visible=block_visible)
+    assert_close(o, want_o, 2e-5)
+    assert_close(lse, want_lse, 2e-5)
+
+
+def test_partials_combine_to_the_output(rng):
+    q, k, v = random_qkv(rng, seq_k=500)
+    o, lse, partial_o, partial_lse, counts = mxattn.attention(
+        q, k, v, split_kv=4, tile_n=32, causal="bottom_right", kv_len=[500, 97], return_lse=True,
+        return_partials=True)
+    assert partial_o.shape[0] == 4 and counts.dtype == np.int32
+    merged, merged_lse = mxattn.combine(partial_o, partial_lse, counts, return_lse=True)
+    np.testing.assert_allclose(merged, o, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(merged_lse, lse, rtol=1e-6, atol=1e-6)
+
+
+def test_scale_option(rng):
+    q, k, v = random_qkv(rng)
+    o = mxattn.attention(q, k, v, scale=0.3)
+    want, _ = reference.attention(q, k, v, scale=0.3)
+    assert_close(o, want, 2e-5)
+
+
+def test_torch_cpu_tensors_come_back_as_torch(rng):
+    torch = pytest.importorskip("torch")
+    q, k, v = (torch.from_numpy(a) for a in random_qkv(rng))
+    q.requires_grad_(True)
+    o = mxattn.attention(q, k.bfloat16(), v.bfloat16(), causal="top_left")
+    assert isinstance(o, torch.Tensor) and o.dtype == torch.float32
+    want, _ = reference.attention(q.detach().numpy(), k.bfloat16().float().numpy(),
+                                  v.bfloat16().float().numpy(), causal="top_left")
+    assert_close(o.numpy(), want, 1e-5)
+
+
+def test_jax_cpu_arrays_come_back_as_jax(rng, monkeypatch):
+    monkeypatch.setenv("JAX_PLATFORMS", "cpu")
+    jax = pytest.importorskip("jax")
+    q, k, v = random_qkv(rng)
+    o = mxattn.attention(*(jax.numpy.asarray(a) for a in (q, k, v)), causal="top_left")
+    assert isinstance(o, jax.Array)
+    want, _ = reference.attention(q, k, v, causal="top_left")
+    assert_close(np.asarray(o), want, 2e-5)

@@ -1,0 +1,11 @@
+// Prefill kernel instance: f16 Q/K/V, Dqk 256, Dv 256.
+#include "cuda/prefill/launch.cuh"
+
+namespace mxattn::cuda::prefill {
+
+template <>
+KernelEntry kernel_entry_of<DType::f16, 256, 256>() {
+  return entry_of<KernelTraits<cutlass::half_t, 256, 256>>();
+}
+
+}  // namespace mxattn::cuda::prefill

@@ -1,0 +1,415 @@
+// The API layer of the CUDA prefill engine: validation (core::validate_problem plus what this
+// engine supports), the plan (tables, work list and partial buffers in one device workspace) and
+// the launches. Kernels never check arguments; everything is checked here, once.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "core/plan.h"
+#include "core/problem.h"
+#include "core/validate.h"
+#include "cuda/decode_params.h"
+#include "cuda/kernels.h"
+#include "cuda/prefill/kernels.h"
+#include "cuda/prefill/prefill_params.h"
+#include "mxattn/cuda_prefill.h"
+
+namespace mxattn::cuda {
+
+struct PrefillPlan::Impl {
+  AttentionArgs planned;  // the views as planned; its host metadata is not read after planning
+  prefill::PrefillParams params;
+  prefill::KernelEntry kernel;
+  detail::DecodeParams combine_params;  // the decode engine's combine kernel merges the partials
+  detail::KernelRef combine;
+  int64_t work_items = 0;
+  int64_t slots = 0;
+  bool combines = false;
+  void* workspace = nullptr;
+
+  Impl() = default;
+  Impl(const Impl&) = delete;
+  Impl& operator=(const Impl&) = delete;
+  ~Impl() {
+    if (workspace != nullptr) cudaFree(workspace);
+  }
+};
+
+PrefillPlan::PrefillPlan() = default;
+PrefillPlan::PrefillPlan(PrefillPlan&&) noexcept = default;
+PrefillPlan& PrefillPlan::operator=(PrefillPlan&&) noexcept = default;
+PrefillPlan::~PrefillPlan() = default;
+
+int64_t PrefillPlan::partial_slots() const {
+  return impl_ ? impl_->slots : 0;
+}
+int64_t PrefillPlan::ctas() const {
+  return impl_ ? impl_->work_items * impl_->params.heads_q : 0;
+}
+bool PrefillPlan::combines() const {
+  return impl_ && impl_->combines;
+}
+
+PrefillTiles prefill_tiles(int64_t dim_qk, int64_t dim_v) {
+  const prefill::KernelEntry e = prefill::kernel_entry(DType::bf16, dim_qk, dim_v);
+  return e.found() ? PrefillTiles{e.tile_m, e.tile_n} : PrefillTiles{};
+}
+
+namespace {
+
+template <class... Parts>
+std::string cat(const Parts&... parts) {
+  std::ostringstream s;
+  (s << ... << parts);
+  return s.str();
+}
+
+Status cuda_failure(const char* what, cudaError_t e) {
+  return Status::runtime(cat(what, ": ", cudaGetErrorString(e)));
+}
+
+bool aligned(const void* p, uintptr_t bytes) {
+  return (reinterpret_cast<uintptr_t>(p) & (bytes - 1)) == 0;
+}
+
+// The bulk tensor copy engine reads Q, K and V: a contiguous head dim, the other strides whole
+// 16-byte multiples below 2^40 bytes, a 16-byte aligned base.
+Status check_tma_view(const char* name, const TensorView& v) {
+  if (v.stride[3] != 1) {
+    return Status::unsupported(
+        cat(name, ": the CUDA prefill engine needs a contiguous head dim (stride 1); found stride ",
+            v.stride[3]));
+  }
+  const int64_t bytes = bits_of(v.dtype) / 8;
+  for (int i = 0; i < 3; ++i) {
+    if (v.shape[i] == 1) continue;
+    if ((v.stride[i] * bytes) % 16 != 0 || v.stride[i] * bytes >= (int64_t(1) << 40)) {
+      return Status::unsupported(cat(name, ": the CUDA prefill engine needs strides of 16-byte ",
+                                     "multiples below 2^40 bytes; stride ", v.stride[i],
+                                     " of axis ", i, " is not"));
+    }
+  }
+  if (!aligned(v.data, 16)) {
+    return Status::unsupported(
+        cat(name, ": the CUDA prefill engine needs a 16-byte aligned pointer"));
+  }
+  return Status::ok();
+}
+
+// What this engine supports beyond SPEC validity.
+Status check_support(const core::Problem& p, const prefill::KernelEntry& kernel) {
+  const AttentionArgs& a = p.args;
+  if (a.q.dtype != a.k.dtype || a.q.dtype != a.v.dtype ||
+      (a.q.dtype != DType::bf16 && a.q.dtype != DType::f16)) {
+    return Status::unsupported(
+        cat("Q, K and V: the CUDA prefill engine needs one type for all three, bf16 or f16; found ",
+            name_of(a.q.dtype), ", ", name_of(a.k.dtype), " and ", name_of(a.v.dtype)));
+  }
+  if (!kernel.found()) {
+    return Status::unsupported(
+        cat("head dims: the CUDA prefill engine supports (Dqk, Dv) = (64, 64), (128, 128), "
+            "(256, 256) or (192, 128); found (",
+            p.dim_qk, ", ", p.dim_v, ")"));
+  }
+  if (p.paged) {
+    return Status::unsupported("paged: the CUDA prefill engine does not support paged KV caches");
+  }
+  if (p.sparse) {
+    return Status::unsupported(
+        "sparse: the CUDA prefill engine does not support block-sparse layouts");
+  }
+  if (a.k_mean.given()) {
+    return Status::unsupported("k_mean: the CUDA prefill engine does not support K smoothing");
+  }
+  if ((a.split.tile_m != 0 && a.split.tile_m != kernel.tile_m) ||
+      (a.split.tile_n != 0 && a.split.tile_n != kernel.tile_n)) {
+    return Status::unsupported(
+        cat("split: the CUDA prefill engine's tiles for these head dims are ", "tile_m ",
+            kernel.tile_m, " and tile_n ", kernel.tile_n, "; found tile_m ", a.split.tile_m,
+            " and tile_n ", a.split.tile_n));
+  }
+  if (p.heads_q > 65535 || p.seq_q > INT32_MAX || p.seq_k > INT32_MAX || p.batch > INT32_MAX) {
+    return Status::unsupported(
+        "shape: the CUDA prefill engine handles at most 65535 query heads and 2^31 - 1 rows, "
+        "keys and batch entries");
+  }
+  if (Status st = check_tma_view("Q", a.q); !st) return st;
+  if (Status st = check_tma_view("K", a.k); !st) return st;
+  return check_tma_view("V", a.v);
+}
+
+template <int N>
+void copy_strides(const TensorView& v, int64_t (&out)[N]) {
+  for (int i = 0; i < N; ++i) out[i] = v.stride[i];
+}
+
+// Q, K or V strides of the first three axes for the tensor map; a size-one axis, never stepped
+// along, gets the head dim's row length, which the copy engine accepts.
+void copy_tma_strides(const TensorView& v, int64_t (&out)[3]) {
+  for (int i = 0; i < 3; ++i) out[i] = v.shape[i] == 1 ? v.shape[3] : v.stride[i];
+}
+
+bool same_layout(const TensorView& a, const TensorView& b) {
+  if (a.given() != b.given()) return false;
+  if (!a.given()) return true;
+  if (a.dtype != b.dtype || a.rank != b.rank) return false;
+  for (int i = 0; i < a.rank; ++i)
+    if (a.shape[i] != b.shape[i] || a.stride[i] != b.stride[i]) return false;
+  return true;
+}
+
+// The device arguments of a run must be the planned ones with device pointers.
+Status check_run_args(const PrefillPlan::Impl& plan, const AttentionArgs& d) {
+  const AttentionArgs& a = plan.planned;
+  const struct {
+    const char* name;
+    const TensorView& planned;
+    const TensorView& given;
+  } views[] = {{"q", a.q, d.q},
+               {"k", a.k, d.k},
+               {"v", a.v, d.v},
+               {"o", a.o, d.o},
+               {"lse", a.lse, d.lse},
+               {"partial_o", a.split.partial_o, d.split.partial_o},
+               {"partial_lse", a.split.partial_lse, d.split.partial_lse},
+               {"counts", a.split.counts, d.split.counts}};
+  for (const auto& v : views) {
+    if (!same_layout(v.planned, v.given)) {
+      return Status::invalid(
+          cat(v.name, ": the run's view differs from the planned one (dtype, shape or strides)"));
+    }
+  }
+  if (!aligned(d.q.data, 16) || !aligned(d.k.data, 16) || !aligned(d.v.data, 16)) {
+    return Status::invalid("q, k, v: the run's pointers must be 16-byte aligned, as planned");
+  }
+  return Status::ok();
+}
+
+// Whether columns d, d + 1 (d even) of every row of a view are one aligned word.
+bool pairs_ok(const TensorView& v, const void* data, int64_t elem_bytes) {
+  if (v.stride[v.rank - 1] != 1) return false;
+  for (int i = 0; i + 1 < v.rank; ++i)
+    if (v.shape[i] > 1 && v.stride[i] % 2 != 0) return false;
+  return aligned(data, uintptr_t(2 * elem_bytes));
+}
+
+// The planned parameters with the run's data pointers.
+prefill::PrefillParams params_for(const PrefillPlan::Impl& plan, const AttentionArgs& d) {
+  prefill::PrefillParams p = plan.params;
+  p.q = d.q.data;
+  p.k = d.k.data;
+  p.v = d.v.data;
+  p.o = d.o.data;
+  p.o_pairs = pairs_ok(d.o, d.o.data, bits_of(d.o.dtype) / 8);
+  p.lse = static_cast<float*>(d.lse.data);
+  if (d.split.partial_o.given()) {
+    p.part_o = static_cast<float*>(d.split.partial_o.data);
+    p.part_lse = static_cast<float*>(d.split.partial_lse.data);
+    p.part_o_pairs = pairs_ok(d.split.partial_o, p.part_o, 4);
+  }
+  return p;
+}
+
+detail::DecodeParams combine_params_for(const PrefillPlan::Impl& plan,
+                                        const prefill::PrefillParams& run, const AttentionArgs& d) {
+  detail::DecodeParams c = plan.combine_params;
+  c.o = run.o;
+  c.lse = run.lse;
+  c.part_o = run.part_o;
+  c.part_lse = run.part_lse;
+  c.counts = static_cast<int32_t*>(d.split.counts.data);
+  return c;
+}
+
+// Bump allocation inside the workspace, 256-byte aligned.
+struct Layout {
+  int64_t bytes = 0;
+  int64_t take(int64_t n) {
+    const int64_t at = bytes;
+    bytes += (n + 255) / 256 * 256;
+    return at;
+  }
+};
+
+}  // namespace
+
+Status plan_prefill(const AttentionArgs& args, PrefillPlan* plan) {
+  core::Problem p;
+  if (Status st = core::validate_problem(args, &p); !st) return st;
+  const prefill::KernelEntry kernel = prefill::kernel_entry(args.q.dtype, p.dim_qk, p.dim_v);
+  if (Status st = check_support(p, kernel); !st) return st;
+  const core::SplitParams split = core::resolve_split(p, kernel.tile_m, kernel.tile_n);
+  const int64_t slots = core::partial_slots(p, split);
+  if (Status st = core::validate_partial_slots(args, slots); !st) return st;
+
+  auto impl = std::make_unique<PrefillPlan::Impl>();
+  impl->planned = args;
+  impl->slots = slots;
+  impl->kernel = kernel;
+
+  // The tile schedule: every query tile's partition (for the combine), and one CTA (per head) for
+  // each split that writes anything. Within a batch entry the longest splits go first; the heads of
+  // one entry run one after another, so that a head's query tiles share its K and V in L2.
+  const bool user_partials = args.split.partial_o.given();
+  const int64_t q_tiles = core::query_tiles_per_head(p, split);
+  std::vector<prefill::TileInfo> tiles(size_t(p.batch * q_tiles));
+  std::vector<prefill::WorkItem> work;
+  bool any_combine = false;
+  for (int64_t b = 0; b < p.batch; ++b) {
+    const core::Visibility vis = p.visibility(b);
+    const size_t entry_begin = work.size();
+    for (int64_t t = 0; t < q_tiles; ++t) {
+      const core::QueryTile qt = core::query_tile(p, split, b, 0, t);
+      tiles[size_t(b * q_tiles + t)] = {qt.run.begin, qt.run.count, int32_t(qt.splits),
+                                        int32_t(qt.count)};
+      any_combine = any_combine || qt.count >= 2;
+      const int64_t launched =
+          user_partials && !split.early_exit ? qt.splits : std::max<int64_t>(1, qt.count);
+      for (int64_t s = 0; s < launched; ++s) {
+        const core::TileRun run = core::split_tiles(qt.run, qt.splits, s);
+        work.push_back({int32_t(b), int32_t(t), int32_t(s), int32_t(qt.count), run.begin, run.count,
+                        vis.last, vis.offset});
+      }
+    }
+    std::stable_sort(work.begin() + int64_t(entry_begin), work.end(),
+                     [](const prefill::WorkItem& x, const prefill::WorkItem& y) {
+                       return x.tile_count > y.tile_count;
+                     });
+  }
+  if (int64_t(work.size()) > int64_t(INT32_MAX)) {
+    return Status::unsupported(
+        "grid: the problem needs more CTAs than one launch of the CUDA prefill engine holds");
+  }
+
+  impl->combines = any_combine || args.split.counts.given();
+  const bool internal_partials = any_combine && !user_partials;
+  const int64_t partial_rows = p.batch * p.seq_q * p.heads_q;
+
+  Layout layout;
+  const int64_t at_tiles = layout.take(int64_t(tiles.size() * sizeof(prefill::TileInfo)));
+  const int64_t at_work = layout.take(int64_t(work.size() * sizeof(prefill::WorkItem)));
+  const int64_t at_part_o = layout.take(internal_partials ? slots * partial_rows * p.dim_v * 4 : 0);
+  const int64_t at_part_lse = layout.take(internal_partials ? slots * partial_rows * 4 : 0);
+
+  int device = 0, smem_optin = 0;
+  if (cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return cuda_failure("device", e);
+  if (cudaError_t e =
+          cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
+      e != cudaSuccess) {
+    return cuda_failure("device attributes", e);
+  }
+  if (kernel.smem_bytes > smem_optin) {
+    return Status::unsupported(cat("device: the prefill kernel needs ", kernel.smem_bytes,
+                                   " bytes of shared memory per block; the device offers ",
+                                   smem_optin));
+  }
+  if (cudaError_t e = kernel.prepare(); e != cudaSuccess) {
+    return cuda_failure("prefill kernel attributes", e);
+  }
+
+  if (cudaError_t e = cudaMalloc(&impl->workspace, size_t(std::max<int64_t>(layout.bytes, 256)));
+      e != cudaSuccess) {
+    impl->workspace = nullptr;
+    if (e == cudaErrorMemoryAllocation) {
+      return Status::runtime(cat("workspace: out of device memory for ", layout.bytes, " bytes"));
+    }
+    return cuda_failure("workspace", e);
+  }
+  uint8_t* ws = static_cast<uint8_t*>(impl->workspace);
+  const auto upload = [&](int64_t at, const void* src, size_t bytes) {
+    return bytes == 0 ? cudaSuccess : cudaMemcpy(ws + at, src, bytes, cudaMemcpyHostToDevice);
+  };
+  for (cudaError_t e : {upload(at_tiles, tiles.data(), tiles.size() * sizeof(prefill::TileInfo)),
+                        upload(at_work, work.data(), work.size() * sizeof(prefill::WorkItem))}) {
+    if (e != cudaSuccess) return cuda_failure("workspace upload", e);
+  }
+
+  prefill::PrefillParams& d = impl->params;
+  copy_tma_strides(args.q, d.q_stride);
+  copy_tma_strides(args.k, d.k_stride);
+  copy_tma_strides(args.v, d.v_stride);
+  d.o_dtype = args.o.dtype;
+  copy_strides(args.o, d.o_stride);
+  copy_strides(args.lse, d.lse_stride);
+  if (user_partials) {
+    copy_strides(args.split.partial_o, d.part_o_stride);
+    copy_strides(args.split.partial_lse, d.part_lse_stride);
+  } else if (internal_partials) {
+    d.part_o = reinterpret_cast<float*>(ws + at_part_o);
+    d.part_lse = reinterpret_cast<float*>(ws + at_part_lse);
+    d.part_o_pairs = true;
+    const int64_t o_strides[5] = {partial_rows * p.dim_v, p.seq_q * p.heads_q * p.dim_v,
+                                  p.heads_q * p.dim_v, p.dim_v, 1};
+    const int64_t l_strides[4] = {p.batch * p.heads_q * p.seq_q, p.heads_q * p.seq_q, p.seq_q, 1};
+    std::copy(o_strides, o_strides + 5, d.part_o_stride);
+    std::copy(l_strides, l_strides + 4, d.part_lse_stride);
+  }
+  d.write_all_partials = user_partials;
+  d.work = reinterpret_cast<const prefill::WorkItem*>(ws + at_work);
+  d.batch = p.batch;
+  d.seq_q = p.seq_q;
+  d.seq_k = p.seq_k;
+  d.heads_q = p.heads_q;
+  d.heads_kv = p.heads_kv;
+  d.group = p.group;
+  d.causal = args.causal != Causal::none;
+  d.window = args.window;
+  d.scale = p.scale;
+  d.scale_log2 = float(double(p.scale) * 1.4426950408889634);
+
+  // The combine kernel reads the same tile table and partial layout.
+  detail::DecodeParams& c = impl->combine_params;
+  c.o_dtype = args.o.dtype;
+  copy_strides(args.o, c.o_stride);
+  copy_strides(args.lse, c.lse_stride);
+  std::copy(d.part_o_stride, d.part_o_stride + 5, c.part_o_stride);
+  std::copy(d.part_lse_stride, d.part_lse_stride + 4, c.part_lse_stride);
+  copy_strides(args.split.counts, c.counts_stride);
+  c.tiles = reinterpret_cast<const prefill::TileInfo*>(ws + at_tiles);
+  c.batch = p.batch;
+  c.seq_q = p.seq_q;
+  c.heads_q = p.heads_q;
+  c.dim_v = p.dim_v;
+  c.tile_m = split.tile_m;
+  c.q_tiles = q_tiles;
+  impl->combine = detail::combine_kernel();
+
+  // An empty problem (no batch entry, query row or head) launches nothing.
+  impl->work_items = partial_rows == 0 ? 0 : int64_t(work.size());
+  plan->impl_ = std::move(impl);
+  return Status::ok();
+}
+
+Status run_prefill(const PrefillPlan& plan, const AttentionArgs& device_args, void* stream) {
+  const PrefillPlan::Impl* impl = plan.impl();
+  if (impl == nullptr) {
+    return Status::invalid("plan: run_prefill needs a plan built by plan_prefill");
+  }
+  if (Status st = check_run_args(*impl, device_args); !st) return st;
+  if (impl->work_items == 0) return Status::ok();
+  const auto s = static_cast<cudaStream_t>(stream);
+  const prefill::PrefillParams params = params_for(*impl, device_args);
+  const dim3 grid(unsigned(impl->work_items), unsigned(params.heads_q));
+  if (cudaError_t e = impl->kernel.launch(params, grid, s); e != cudaSuccess) {
+    return cuda_failure("prefill kernel launch", e);
+  }
+  if (!impl->combines) return Status::ok();
+  detail::DecodeParams combine = combine_params_for(*impl, params, device_args);
+  const int64_t rows = combine.batch * combine.seq_q * combine.heads_q;
+  const dim3 combine_grid(
+      unsigned((rows + detail::kCombineRowsPerBlock - 1) / detail::kCombineRowsPerBlock));
+  void* kernel_args[] = {&combine};
+  if (cudaError_t e = cudaLaunchKernel(impl->combine.function, combine_grid,
+                                       dim3(detail::kCombineRowsPerBlock * 32), kernel_args,
+                                       size_t(impl->combine.smem_bytes), s);
+      e != cudaSuccess) {
+    return cuda_failure("combine kernel launch", e);
+  }
+  return Status::ok();
+}
+
+}  // namespace mxattn::cuda

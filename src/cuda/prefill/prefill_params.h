@@ -1,0 +1,71 @@
+// The one parameter struct of the prefill kernels. Filled on the host by prefill_api.cpp from a
+// validated problem; the kernels never check arguments. Plain C++: the API layer sees no device
+// code.
+#pragma once
+
+#include <cstdint>
+
+#include "cuda/decode_params.h"
+#include "mxattn/dtype.h"
+
+namespace mxattn::cuda::prefill {
+
+// One query tile's SPEC 3 partition: the decode engine's table, which its combine kernel (shared
+// by both engines) reads.
+using detail::TileInfo;
+
+// One CTA of the prefill kernel (times heads_q in gridDim.y), with everything it needs of its
+// query tile, split and sequence, so that a CTA starts from a single load.
+struct WorkItem {
+  int32_t b = 0;
+  int32_t q_tile = 0;
+  int32_t split = 0;
+  int32_t count = 0;       // the query tile's exact valid-split count
+  int64_t tile_first = 0;  // key tiles [tile_first, tile_first + tile_count) of this split
+  int64_t tile_count = 0;
+  int64_t last = -1;  // the sequence's core::Visibility (from Problem::visibility)
+  int64_t offset = 0;
+};
+
+struct PrefillParams {
+  // Q [B, Sq, Hq, Dqk], K [B, Sk, Hkv, Dqk], V [B, Sk, Hkv, Dv]: element strides of the first three
+  // axes; the head dim is contiguous. Size-one axes carry any stride the TMA accepts.
+  const void* q = nullptr;
+  int64_t q_stride[3] = {};
+  const void* k = nullptr;
+  int64_t k_stride[3] = {};
+  const void* v = nullptr;
+  int64_t v_stride[3] = {};
+
+  // O [B, Sq, Hq, Dv] and LSE [B, Hq, Sq] (optional) in element strides; `o_pairs`: two adjacent
+  // head-dim elements can be stored as one aligned word.
+  void* o = nullptr;
+  DType o_dtype = DType::f32;
+  int64_t o_stride[4] = {};
+  bool o_pairs = false;
+  float* lse = nullptr;
+  int64_t lse_stride[3] = {};
+  // Partials O_s [S, B, Sq, Hq, Dv] and L_s [S, B, Hq, Sq]: the user's views or the workspace.
+  float* part_o = nullptr;
+  int64_t part_o_stride[5] = {};
+  bool part_o_pairs = false;
+  float* part_lse = nullptr;
+  int64_t part_lse_stride[4] = {};
+  bool write_all_partials = false;  // the user asked for the partials: write them for every split
+
+  // The plan's device tables.
+  const WorkItem* work = nullptr;  // [gridDim.x]
+
+  int64_t batch = 0;
+  int64_t seq_q = 0;
+  int64_t seq_k = 0;
+  int64_t heads_q = 0;
+  int64_t heads_kv = 0;
+  int64_t group = 1;
+  bool causal = false;
+  int64_t window = -1;
+  float scale = 0.0f;       // softmax scale (natural log), for the LSE
+  float scale_log2 = 0.0f;  // softmax scale times log2(e), for exp2
+};
+
+}  // namespace mxattn::cuda::prefill
