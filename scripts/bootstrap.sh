@@ -13,6 +13,8 @@ command -v g++ >/dev/null 2>&1 || need_apt+=(g++)
 command -v python3 >/dev/null 2>&1 || need_apt+=(python3 python3-pip)
 [ -f /usr/include/gtest/gtest.h ] || need_apt+=(libgtest-dev libgmock-dev)
 [ -f /usr/include/benchmark/benchmark.h ] || need_apt+=(libbenchmark-dev)
+# Open MPI: the MPI backend of sequence parallelism and its tests under mpirun.
+{ command -v mpicxx && command -v mpirun; } >/dev/null 2>&1 || need_apt+=(libopenmpi-dev openmpi-bin)
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "bootstrap: installing ${need_apt[*]}"
   $SUDO apt-get update -qq
@@ -29,4 +31,9 @@ fi
 if ! python3 -c "import numpy, ml_dtypes" >/dev/null 2>&1; then
   echo "bootstrap: installing numpy and ml_dtypes from PyPI"
   python3 -m pip install -q numpy ml_dtypes || python3 -m pip install -q --break-system-packages numpy ml_dtypes
+fi
+
+# The prefill engine builds on the CUTLASS/CuTe headers (PyPI nvidia-cutlass), where nvcc is.
+if command -v nvcc >/dev/null 2>&1; then
+  "$(dirname "$0")/fetch_cutlass.sh"
 fi

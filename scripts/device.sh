@@ -1,24 +1,30 @@
 #!/usr/bin/env bash
-# The one script for the GPU machine: configure and build with CUDA (Release, sm_90a), the GPU test
-# suite, compute-sanitizer memcheck and racecheck on a reduced filter, the GPU decode benchmark
-# beside PyTorch SDPA (cuDNN and flash) in the same call, and a short table last. Logs and JSON go
-# under $OUT (default ./out), at most 8 files.
+# The one script for the GPU machine (nvidia-h200): one configure and build with CUDA (Release,
+# sm_90a, CUTLASS headers from .deps), then sections:
+#   gpu_tests      every GPU test (decode, prefill, NCCL one rank): ctest -L gpu
+#   sanitizer      compute-sanitizer memcheck and racecheck on reduced filters (decode, prefill)
+#   decode_bench   the decode benchmark beside PyTorch SDPA (cuDNN, flash) in the same call
+#   prefill_bench  the prefill benchmark beside PyTorch SDPA (cuDNN, flash) and torch.matmul, plot
+#   python         pip install . (CUDA build) and the pytest suite with PyTorch CUDA tensors
+#   dist           the NCCL backend with one rank end to end, and its all-to-all beside attention
+#   cpu_bench      the fast CPU engine beside PyTorch's CPU SDPA, 2 threads, same CPU
+# A failing section is reported and the next ones still run; a hung first GPU test skips the rest.
+# Everything a section writes (log, JSON, plot) goes to one work folder, packed at the end into
+# $OUT/results.tgz; $OUT/summary.txt holds the short tables, which are also printed last.
 #
-# Sections run in order; each is a function `section_<name>` listed in SECTIONS and logs to
-# $OUT/<name>.log (the benchmarks also write JSON). A failing section is reported and the next ones
-# still run. To add a section (say, the CPU benchmarks), write its function and add its name to
-# SECTIONS; `summary` stays last.
-#
-# Usage: scripts/device.sh [section ...]     (default: every section)
-# GoogleTest is taken from the system, or built from .deps/googletest (carried along) when absent.
+# Usage (from this machine):  scripts/fetch_cutlass.sh; then the device tool's run with
+#   command "bash scripts/device.sh [section ...]", carry [".deps"]     (default: every section)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
 OUT="${OUT:-$PWD/out}"
 BUILD="${BUILD:-build/device}"
+WORK="$(mktemp -d)"
 JOBS="$(nproc)"
-SECTIONS=(build gpu_tests sanitizer gpu_bench torch_anchors)
-SANITIZER_FILTER='KvTypes/CudaDecodeSanitized.*:CudaDecode.RowsThatSeeNothing*:CudaDecode.GraphReplay*:CudaKvFormat.E8m0*'
+SECTIONS=(build gpu_tests sanitizer decode_bench prefill_bench python dist cpu_bench)
+DECODE_FILTER='KvTypes/CudaDecodeSanitized.*:CudaDecode.RowsThatSeeNothing*:CudaDecode.GraphReplay*:CudaKvFormat.E8m0*'
+PREFILL_FILTER='Types/CudaPrefillSanitized.*:CudaPrefill.RowsThatSeeNothing*'
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 mkdir -p "$OUT"
 
 section_build() {
@@ -26,84 +32,121 @@ section_build() {
     nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv
     nvcc --version | tail -2
     cmake --version | head -1
+    git rev-parse --short HEAD 2>/dev/null
   } || true
   local prefix=()
   if [ ! -f /usr/include/gtest/gtest.h ] && [ -d .deps/googletest ]; then
     if [ ! -d /tmp/gtest ]; then
       cmake -S .deps/googletest -B /tmp/gtest-build -G Ninja -DCMAKE_BUILD_TYPE=Release \
         -DBUILD_GMOCK=OFF -DCMAKE_INSTALL_PREFIX=/tmp/gtest >/dev/null &&
-        cmake --build /tmp/gtest-build -j "$JOBS" >/dev/null && cmake --install /tmp/gtest-build >/dev/null ||
-        return 1
+        cmake --build /tmp/gtest-build -j "$JOBS" >/dev/null &&
+        cmake --install /tmp/gtest-build >/dev/null || return 1
     fi
     prefix=(-DCMAKE_PREFIX_PATH=/tmp/gtest)
   fi
   cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90a \
-    -DMXATTN_CUDA=ON -DMXATTN_BENCH=ON "${prefix[@]}" || return 1
-  # Only what the GPU sections run; sections added later build their own targets.
-  local targets=(mxattn_cuda_tests)
-  grep -q 'add_subdirectory(cuda)' bench/CMakeLists.txt && targets+=(mxattn_decode_bench)
-  cmake --build "$BUILD" -j "$JOBS" --target "${targets[@]}" || return 1
-  if [ ! -x "$BUILD/bench/cuda/mxattn_decode_bench" ]; then
-    # bench/CMakeLists.txt does not add bench/cuda yet: build the benchmark against the library.
-    mkdir -p "$BUILD/bench/cuda"
-    nvcc -std=c++20 -O3 -gencode=arch=compute_90a,code=sm_90a --expt-relaxed-constexpr -Iinclude -Isrc \
-      bench/cuda/decode_bench.cu "$BUILD/libmxattn.a" -Xcompiler -fopenmp \
-      -o "$BUILD/bench/cuda/mxattn_decode_bench" || return 1
-  fi
+    -DMXATTN_CUDA=ON -DMXATTN_BENCH=ON -DMXATTN_CUTLASS_DIR="$PWD/.deps/cutlass/include" \
+    "${prefix[@]}" || return 1
+  cmake --build "$BUILD" -j "$JOBS"
 }
 
+# A kernel that hangs would stall every later section: one small test first.
+HUNG=0
 section_gpu_tests() {
+  timeout 60 "$BUILD/tests/cuda/mxattn_cuda_tests" --gtest_filter='CudaKvFormat.*' --gtest_brief=1
+  if [ $? -eq 124 ]; then
+    HUNG=1
+    echo "the first GPU test timed out: skipping the GPU sections"
+    return 1
+  fi
   ctest --test-dir "$BUILD" -L gpu --output-on-failure -j 4 --timeout 240
 }
 
 section_sanitizer() {
-  local bin="$BUILD/tests/cuda/mxattn_cuda_tests" rc=0 code
-  for tool in memcheck racecheck; do
-    echo "== compute-sanitizer --tool $tool"
-    timeout 170 compute-sanitizer --tool "$tool" --error-exitcode 86 --print-limit 20 \
-      "$bin" --gtest_filter="$SANITIZER_FILTER" >"$BUILD/sanitizer_$tool.txt" 2>&1
-    code=$?
-    grep -v -e '^\[ RUN' -e '^\[       OK' "$BUILD/sanitizer_$tool.txt"
-    echo "== $tool exit code $code"
-    [ "$code" -eq 0 ] || rc=1
+  [ "$HUNG" -eq 0 ] || return 1
+  local rc=0 code bin filter
+  for pair in "mxattn_cuda_tests|$DECODE_FILTER" "mxattn_prefill_tests|$PREFILL_FILTER"; do
+    bin="$BUILD/tests/cuda/${pair%%|*}"
+    filter="${pair#*|}"
+    [ -x "$bin" ] || continue
+    for tool in memcheck racecheck; do
+      echo "== compute-sanitizer --tool $tool $(basename "$bin")"
+      timeout 150 compute-sanitizer --tool "$tool" --error-exitcode 86 --print-limit 20 \
+        "$bin" --gtest_filter="$filter" --gtest_brief=1 2>&1 | tail -n 30
+      code=${PIPESTATUS[0]}
+      echo "== $tool exit code $code"
+      [ "$code" -eq 0 ] || rc=1
+    done
   done
   return $rc
 }
 
-section_gpu_bench() {
-  timeout 150 "$BUILD/bench/cuda/mxattn_decode_bench" --json "$OUT/decode_bench.json"
+section_decode_bench() {
+  [ "$HUNG" -eq 0 ] || return 1
+  timeout 150 "$BUILD/bench/cuda/mxattn_decode_bench" --json "$WORK/decode_bench.json" || return 1
+  PYTHONUNBUFFERED=1 timeout 150 python3 bench/cuda/torch_sdpa_decode.py \
+    --json "$WORK/torch_sdpa_decode.json"
 }
 
-section_torch_anchors() {
-  PYTHONUNBUFFERED=1 timeout 150 python3 bench/cuda/torch_sdpa_decode.py --json "$OUT/torch_sdpa_decode.json"
+section_prefill_bench() {
+  [ "$HUNG" -eq 0 ] || return 1
+  [ -x "$BUILD/bench/cuda/mxattn_prefill_bench" ] || { echo "prefill engine not built"; return 1; }
+  timeout 90 "$BUILD/bench/cuda/mxattn_prefill_bench" --json "$WORK/prefill_bench.json" || return 1
+  PYTHONUNBUFFERED=1 timeout 150 python3 bench/cuda/torch_sdpa_prefill.py \
+    --json "$WORK/torch_sdpa_prefill.json" --ours "$WORK/prefill_bench.json" \
+    --plot "$OUT/prefill_bench.png" --reps 10
 }
 
-# The short table: each GPU result beside the anchors measured in the same call.
+# The module must link the shared libstdc++: the image's /opt/gcc wrapper finds only the static one.
+section_python() {
+  CXX=/usr/bin/g++ CC=/usr/bin/gcc CUDAHOSTCXX=/usr/bin/g++ MXATTN_CUDA=ON \
+    timeout 240 python3 -m pip install -q --no-build-isolation --no-deps --no-index . || return 1
+  timeout 120 python3 -m pytest -q -rs python/tests
+}
+
+section_dist() {
+  [ "$HUNG" -eq 0 ] || return 1
+  export NCCL_SOCKET_IFNAME="${NCCL_SOCKET_IFNAME:-lo}"
+  timeout 60 "$BUILD/tools/mxattn" dist --backend nccl --seq-len-q 4096 --seq-len-k 4096 --causal \
+    --repeat 5 || return 1
+  timeout 90 "$BUILD/bench/dist/mxattn_bench_dist" --backend nccl --seq-per-rank 4096,16384 \
+    --heads-q 32 --heads-kv 8 --json "$WORK/dist_nccl.json"
+}
+
+# Two threads pinned to two cores, both programs in the same call.
+section_cpu_bench() {
+  timeout 200 taskset -c 0,1 "$BUILD/bench/mxattn_bench_cpu" --threads 2 \
+    --json "$WORK/cpu_attention.json" || return 1
+  PYTHONUNBUFFERED=1 timeout 200 taskset -c 0,1 python3 bench/torch_sdpa_cpu.py --threads 2 \
+    --json "$WORK/torch_sdpa_cpu.json"
+}
+
 section_summary() {
-  python3 - "$OUT" <<'EOF'
+  python3 - "$WORK" <<'EOF'
 import json, os, sys
-out = sys.argv[1]
+work = sys.argv[1]
 def load(name):
-    path = os.path.join(out, name)
+    path = os.path.join(work, name)
     return json.load(open(path)) if os.path.exists(path) else None
-ours, torch_ = load("decode_bench.json"), load("torch_sdpa_decode.json")
-if not ours:
-    print("no decode_bench.json"); sys.exit(0)
-anchor = {}
-if torch_:
-    for r in torch_["results"]:
-        anchor[(r["shape"], r["backend"])] = r.get("us")
-print(f"probe (read-only, 2 GiB): ours {ours['probe_gbps']:.0f} GB/s" +
-      (f", torch sum {torch_['probe_gbps']:.0f} GB/s" if torch_ else ""))
-print(f"{'shape':22} {'kv':5} {'tile_n':>6} {'us':>9} {'GB/s':>6} {'%probe':>6} {'cudnn_us':>9} {'x_cudnn':>7} {'flash_us':>9} {'x_flash':>7} {'comb%':>6}")
-for r in ours["results"]:
-    c, f = anchor.get((r["shape"], "cudnn")), anchor.get((r["shape"], "flash"))
-    ratio = lambda a: f"{a / r['us']:7.2f}" if a else f"{'n/a':>7}"
-    us = lambda a: f"{a:9.2f}" if a else f"{'n/a':>9}"
-    comb = 100 * r["combine_gbps"] / ours["probe_gbps"] if r["combines"] else 0
-    tile = r.get("tile_n") or "auto"
-    print(f"{r['shape']:22} {r['kv']:5} {tile:>6} {r['us']:9.2f} {r['gbps']:6.0f} {100 * r['gbps'] / ours['probe_gbps']:5.1f}% "
-          f"{us(c)} {ratio(c)} {us(f)} {ratio(f)} {comb:5.0f}%")
+ours, anchors = load("decode_bench.json"), load("torch_sdpa_decode.json")
+if ours:
+    anchor = {(r["shape"], r["backend"]): r.get("us") for r in (anchors or {}).get("results", [])}
+    print(f"decode: probe (read-only, 2 GiB) {ours['probe_gbps']:.0f} GB/s")
+    print(f"{'shape':22} {'kv':5} {'tile_n':>6} {'us':>9} {'GB/s':>6} {'%probe':>6} {'cudnn_us':>9} {'x_cudnn':>7} {'flash_us':>9} {'x_flash':>7}")
+    for r in ours["results"]:
+        c, f = anchor.get((r["shape"], "cudnn")), anchor.get((r["shape"], "flash"))
+        ratio = lambda a: f"{a / r['us']:7.2f}" if a else f"{'n/a':>7}"
+        us = lambda a: f"{a:9.2f}" if a else f"{'n/a':>9}"
+        print(f"{r['shape']:22} {r['kv']:5} {str(r.get('tile_n') or 'auto'):>6} {r['us']:9.2f} {r['gbps']:6.0f} "
+              f"{100 * r['gbps'] / ours['probe_gbps']:5.1f}% {us(c)} {ratio(c)} {us(f)} {ratio(f)}")
+cpu, torch_cpu = load("cpu_attention.json"), load("torch_sdpa_cpu.json")
+if cpu:
+    t = {r["name"]: r for r in (torch_cpu or {}).get("cases", [])}
+    print(f"cpu: peak {cpu['ceilings']['peak_gflops']:.0f} GFLOP/s, read {cpu['ceilings']['stream_read_gbs']:.1f} GB/s")
+    for r in cpu["cases"]:
+        a = t.get(r["name"])
+        print(f"  {r['name']:24} {r['median_ms']:9.2f} ms {r['percent_of_ceiling']:5.1f}% of ceiling"
+              + (f"  torch {a['median_ms']:9.2f} ms  x{a['median_ms'] / r['median_ms']:.2f}" if a else ""))
 EOF
 }
 
@@ -113,10 +156,15 @@ declare -A status
 for name in "${selected[@]}"; do
   start=$SECONDS
   echo "== $name (t=${SECONDS}s)"
-  if "section_$name" >"$OUT/$name.log" 2>&1; then status[$name]=ok; else status[$name]=FAILED; fi
+  # Sections run in this shell: the build sets what later ones use, gpu_tests sets HUNG.
+  if "section_$name" >"$WORK/$name.log" 2>&1; then status[$name]=ok; else status[$name]=FAILED; fi
   echo "   ${status[$name]} in $((SECONDS - start)) s; last lines:"
-  tail -n 6 "$OUT/$name.log" | sed 's/^/   | /'
+  tail -n 8 "$WORK/$name.log" | sed 's/^/   | /'
 done
-echo "== summary (t=${SECONDS}s)"
-for name in "${selected[@]}"; do printf '   %-14s %s\n' "$name" "${status[$name]}"; done
-section_summary | tee "$OUT/summary.txt"
+{
+  echo "== sections"
+  for name in "${selected[@]}"; do printf '   %-14s %s\n' "$name" "${status[$name]}"; done
+  grep -h -A 30 '^bf16 matmul' "$WORK/prefill_bench.log" 2>/dev/null | grep -v '^plot:'
+  section_summary
+} | tee "$OUT/summary.txt"
+tar czf "$OUT/results.tgz" -C "$WORK" .

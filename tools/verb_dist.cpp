@@ -15,6 +15,7 @@
 
 #include "cli.h"
 #include "core/host_tensor.h"
+#include "dist/agreement.h"
 #include "dist/layout.h"
 #include "dist/report.h"
 #include "dist/slice.h"
@@ -99,7 +100,14 @@ std::optional<DType> parse_send_format(const std::string& text) {
 }
 
 const char* engine_name(Engine e) {
-  return e == Engine::cpu_reference ? "cpu-reference" : "cpu-fast";
+  switch (e) {
+    case Engine::cpu_reference:
+      return "cpu-reference";
+    case Engine::cuda:
+      return "cuda";
+    default:
+      return "cpu-fast";
+  }
 }
 
 bool same_bytes(const TensorView& a, const TensorView& b) {
@@ -122,6 +130,23 @@ std::string rows_text(const Shard& s) {
   return text;
 }
 
+// The whole problem in one process, by the engine the sharded run used: on the GPU for the CUDA
+// engine, else on the host.
+Status run_whole(Communicator& comm, const AttentionArgs& whole, const RunOptions& options) {
+  if (comm.memory() == dist::MemorySpace::host || options.engine != Engine::cuda) {
+    RunOptions host = options;
+    if (host.engine == Engine::automatic || host.engine == Engine::cuda)
+      host.engine = Engine::cpu_fast;
+    return attention(whole, host);
+  }
+  dist::PlacedShard placed;
+  if (Status st = placed.place(comm, whole); !st) return st;
+  RunOptions device = options;
+  device.stream = comm.stream();
+  if (Status st = attention(placed.args(), device); !st) return st;
+  return placed.fetch_outputs(comm, whole);
+}
+
 struct Settings {
   dist::Backend backend = dist::Backend::mpi;
   RunOptions options;
@@ -137,12 +162,12 @@ void print_report(const Communicator& comm, const workload::Workload& w, const S
   const workload::Config& c = w.config();
   const dist::HeadSlice heads = dist::head_slice(c.heads_q, c.heads_kv, P, 0);
   std::printf("problem: %s\n", w.describe().c_str());
+  const Engine used = ranks[0].attention_engine;
   std::printf("ranks:   %d over %s (%s memory), engine %s%s\n", P,
               s.backend == dist::Backend::mpi ? "MPI" : "NCCL",
-              comm.memory() == dist::MemorySpace::host ? "host" : "GPU",
-              engine_name(s.options.engine),
-              comm.memory() == dist::MemorySpace::cuda
-                  ? " on host copies (the CUDA engine has no attention() entry point yet)"
+              comm.memory() == dist::MemorySpace::host ? "host" : "GPU", engine_name(used),
+              comm.memory() == dist::MemorySpace::cuda && used != Engine::cuda
+                  ? " on host copies of the gathered tensors"
                   : "");
   std::printf("heads:   %lld query heads per rank, KV heads %s\n",
               static_cast<long long>(heads.q_count),
@@ -217,16 +242,16 @@ int run(const workload::Config& config, const workload::Inputs& inputs, Settings
     if (me == 0) std::fprintf(stderr, "mxattn dist: the shards must add up to Sq and Sk\n");
     return kExitUsage;
   }
+  // Each rank cuts and places its own shard; they agree on the outcome before any collective, so
+  // that one rank's refusal does not leave the others waiting.
   dist::ShardStorage storage;
   AttentionArgs shard;
-  if (Status st = dist::slice_shard(w.args(), q_rows, kv_rows, &storage, &shard); !st) {
-    if (me == 0) std::fprintf(stderr, "mxattn dist: %s\n", st.message().c_str());
-    return kExitUsage;
-  }
   dist::PlacedShard placed;
-  if (Status st = placed.place(*comm, shard); !st) {
-    std::fprintf(stderr, "mxattn dist: rank %d: %s\n", me, st.message().c_str());
-    return kExitFailure;
+  Status prepared = dist::slice_shard(w.args(), q_rows, kv_rows, &storage, &shard);
+  if (prepared) prepared = placed.place(*comm, shard);
+  if (Status st = dist::agree_on(*comm, prepared); !st) {
+    if (me == 0) std::fprintf(stderr, "mxattn dist: %s\n", st.message().c_str());
+    return st.code() == ErrorCode::runtime ? kExitFailure : kExitUsage;
   }
 
   // One untimed run (warm-up), then the timed ones; each rank keeps its median run.
@@ -272,7 +297,9 @@ int run(const workload::Config& config, const workload::Inputs& inputs, Settings
   // not depend on the heads around it, which the fast engine's GQA packing does not promise.
   float whole_difference = 0;
   if (!s.quantization.q && !s.quantization.k && !s.quantization.v) {
-    if (Status single = attention(w.args(), s.options); single) {
+    RunOptions same_engine = s.options;
+    same_engine.engine = ranks[0].attention_engine;
+    if (Status single = run_whole(*comm, w.args(), same_engine); single) {
       whole_difference =
           float(max_abs_difference(dist::token_rows(w.args().o, q_rows).view(), shard.o));
     }
@@ -322,17 +349,19 @@ int verb_dist(int argc, char** argv) {
   config.k_format = config.v_format = DType::e4m3;
   ProblemFlags problem(flags, &config);
   Settings s;
-  s.options.engine = Engine::cpu_fast;
   int64_t threads = 0, repeat = s.repeat;
   std::string send_q = "none", send_k = "none", send_v = "none";
   bool print_id = false;
   flags.add_choice("backend", &s.backend,
                    {{"mpi", dist::Backend::mpi}, {"nccl", dist::Backend::nccl}},
                    "communicator: MPI (CPU ranks) or NCCL (one GPU per rank)");
-  flags.add_choice(
-      "engine", &s.options.engine,
-      {{"cpu", Engine::cpu_fast}, {"auto", Engine::cpu_fast}, {"reference", Engine::cpu_reference}},
-      "engine of the local attention");
+  flags.add_choice("engine", &s.options.engine,
+                   {{"auto", Engine::automatic},
+                    {"cpu", Engine::cpu_fast},
+                    {"reference", Engine::cpu_reference},
+                    {"cuda", Engine::cuda}},
+                   "engine of the local attention (auto: the CUDA engine on GPU ranks where it "
+                   "takes the problem, else the fast CPU engine)");
   flags.add_int("threads", &threads, "CPU threads per rank (0: all)");
   flags.add_int("repeat", &repeat, "timed runs after one warm-up");
   flags.add_bool("verify", &s.verify, "check every rank's rows bit for bit");

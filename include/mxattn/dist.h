@@ -69,6 +69,8 @@ class Communicator {
   virtual Status copy_to_host(void* host, const void* data, int64_t bytes) = 0;
   virtual Status copy_from_host(void* data, const void* host, int64_t bytes) = 0;
   virtual Status synchronize() = 0;
+  // The cudaStream_t its copies and collectives run on (GPU memory); nullptr for host memory.
+  virtual void* stream() const { return nullptr; }
 };
 
 // Whether this build of mxattn has each backend (the other factories return
@@ -137,6 +139,7 @@ struct ShardedStats {
   ExchangeStats reverse;  // O (and LSE) back to the sequence layout
   double attention_seconds = 0;
   double total_seconds = 0;
+  Engine attention_engine = Engine::automatic;  // the engine that ran the local attention
 };
 
 // The rank's inputs after the forward all-to-all: the whole sequence for its heads, in the
@@ -184,10 +187,12 @@ Status gather_heads(Communicator& comm, const AttentionArgs& shard,
                     ExchangeStats* stats = nullptr);
 
 // Attention on the gathered inputs. Host memory: attention(gathered.args(), options). GPU memory:
-// the CUDA engine has no attention() entry point yet, so the CPU engine runs on host copies of the
-// gathered tensors and O/LSE are copied back to the GPU (Engine::cuda is refused until then).
+// Engine::cuda runs the CUDA engine on the gathered tensors, on the communicator's stream;
+// Engine::automatic does too where the CUDA engine supports the problem; otherwise (and for the CPU
+// engines) the CPU engine runs on host copies of the gathered tensors and O/LSE are copied back.
+// `used`, when given, receives the engine that ran.
 Status run_local_attention(Communicator& comm, const GatheredHeads& gathered,
-                           const RunOptions& options);
+                           const RunOptions& options, Engine* used = nullptr);
 
 // Reverse all-to-all: the gathered O (and LSE) into the shard's O (and LSE) given to gather_heads.
 Status scatter_sequence(Communicator& comm, const GatheredHeads& gathered,

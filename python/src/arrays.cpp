@@ -152,10 +152,9 @@ TensorView view_of(std::string_view name, int rank, const int64_t* shape, const 
   return v;
 }
 
-void raise_if_failed(const Status& status) {
-  if (status.is_ok()) return;
+void raise_status(const Status& failed) {
   PyObject* type = PyExc_RuntimeError;
-  switch (status.code()) {
+  switch (failed.code()) {
     case ErrorCode::invalid_argument:
       type = PyExc_ValueError;
       break;
@@ -168,7 +167,7 @@ void raise_if_failed(const Status& status) {
     default:
       break;
   }
-  PyErr_SetString(type, status.message().c_str());
+  PyErr_SetString(type, failed.message().c_str());
   throw nb::python_error();
 }
 

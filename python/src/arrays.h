@@ -67,6 +67,9 @@ TensorView view_of(std::string_view name, const Array& array, DType type) {
 
 // Raises the Python exception of a failed status: ValueError for invalid arguments (the message
 // unchanged), NotImplementedError for what an engine does not support, MemoryError, RuntimeError.
-void raise_if_failed(const Status& status);
+[[noreturn]] void raise_status(const Status& failed);
+inline void raise_if_failed(const Status& status) {
+  if (!status.is_ok()) raise_status(status);
+}
 
 }  // namespace mxattn::python

@@ -91,7 +91,7 @@ nb::dict output_shapes(const CallArgs& call, const std::string& engine) {
 void run(const CallArgs& call, const std::string& engine, int threads, uintptr_t stream) {
   const EngineChoice choice = choose_engine(engine, call.placement());
   if (choice.engine == Engine::cuda) {
-    DecodeStep(call).run(stream);
+    run_cuda(call, stream);
     return;
   }
   Status status;

@@ -1,6 +1,6 @@
-// A planned decode step on the CUDA engine (plan once, run many times: CUDA-graph safe), or, in a
-// build without CUDA, a clear NotImplementedError. The one hook between the Python API and the
-// CUDA engine.
+// The hooks between the Python API and the CUDA engines: a one-shot call, and a planned decode step
+// (plan once, run many times: CUDA-graph safe). In a build without CUDA, a clear
+// NotImplementedError.
 #pragma once
 
 #include <cstdint>
@@ -11,6 +11,10 @@
 namespace mxattn::python {
 
 bool cuda_engine_built();
+
+// The one-shot CUDA path: the library's own dispatch (mxattn::attention with Engine::cuda) on the
+// GPU holding `call`'s tensors, queued on `stream` and waited for.
+void run_cuda(const CallArgs& call, uintptr_t stream);
 
 class DecodeStep {
  public:

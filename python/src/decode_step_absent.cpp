@@ -1,19 +1,31 @@
-// The decode step of a build without the CUDA engines: every GPU call says how to get them.
+// The CUDA hooks of a build without the CUDA engines: every GPU call says how to get them.
 #include "decode_step.h"
 
 namespace mxattn::python {
+
+namespace {
+
+[[noreturn]] void raise_no_cuda(const CallArgs& call) {
+  raise_status(Status::unsupported(
+      "engine: the tensors are on " + call.placement().describe() +
+      " but this build of mxattn has no CUDA engine; rebuild it with CUDA (MXATTN_CUDA=ON pip "
+      "install .) or pass host tensors"));
+}
+
+}  // namespace
 
 bool cuda_engine_built() {
   return false;
 }
 
+void run_cuda(const CallArgs& call, uintptr_t) {
+  raise_no_cuda(call);
+}
+
 struct DecodeStep::State {};
 
 DecodeStep::DecodeStep(const CallArgs& call) {
-  raise_if_failed(Status::unsupported(
-      "engine: the tensors are on " + call.placement().describe() +
-      " but this build of mxattn has no CUDA engine; rebuild it with CUDA (MXATTN_CUDA=ON pip "
-      "install .) or pass host tensors"));
+  raise_no_cuda(call);
 }
 
 DecodeStep::DecodeStep(DecodeStep&&) noexcept = default;

@@ -31,6 +31,17 @@ bool cuda_engine_built() {
   return true;
 }
 
+void run_cuda(const CallArgs& call, uintptr_t stream) {
+  Status status;
+  {
+    nb::gil_scoped_release released;
+    status = on_device(call.placement().device_id, [&] {
+      return attention(call.args(), RunOptions{Engine::cuda, 0, reinterpret_cast<void*>(stream)});
+    });
+  }
+  raise_if_failed(status);
+}
+
 struct DecodeStep::State {
   CallArgs call;
   cuda::DecodePlan plan;

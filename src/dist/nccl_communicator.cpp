@@ -76,7 +76,10 @@ class NcclCommunicator final : public Communicator {
 
   ~NcclCommunicator() override {
     cudaSetDevice(device_);
-    if (comm_ != nullptr) ncclCommDestroy(comm_);
+    if (comm_ != nullptr) {
+      ncclCommFinalize(comm_);
+      ncclCommDestroy(comm_);
+    }
     if (scratch_ != nullptr) cudaFree(scratch_);
     if (stream_ != nullptr) cudaStreamDestroy(stream_);
   }
@@ -90,17 +93,21 @@ class NcclCommunicator final : public Communicator {
                     void* recv, const int64_t* recv_counts, const int64_t* recv_displs) override {
     MXATTN_CUDA_TRY(cudaSetDevice(device_));
     MXATTN_NCCL_TRY(ncclGroupStart());
-    for (int p = 0; p < size_; ++p) {
+    // The group is closed whatever happens inside it, so the communicator stays usable.
+    ncclResult_t queued = ncclSuccess;
+    for (int p = 0; p < size_ && queued == ncclSuccess; ++p) {
       if (send_counts[p] > 0) {
-        MXATTN_NCCL_TRY(ncclSend(static_cast<const std::byte*>(send) + send_displs[p],
-                                 size_t(send_counts[p]), ncclUint8, p, comm_, stream_));
+        queued = ncclSend(static_cast<const std::byte*>(send) + send_displs[p],
+                          size_t(send_counts[p]), ncclUint8, p, comm_, stream_);
       }
-      if (recv_counts[p] > 0) {
-        MXATTN_NCCL_TRY(ncclRecv(static_cast<std::byte*>(recv) + recv_displs[p],
-                                 size_t(recv_counts[p]), ncclUint8, p, comm_, stream_));
+      if (queued == ncclSuccess && recv_counts[p] > 0) {
+        queued = ncclRecv(static_cast<std::byte*>(recv) + recv_displs[p], size_t(recv_counts[p]),
+                          ncclUint8, p, comm_, stream_);
       }
     }
-    MXATTN_NCCL_TRY(ncclGroupEnd());
+    const ncclResult_t ended = ncclGroupEnd();
+    if (queued != ncclSuccess) return nccl_error("ncclSend/ncclRecv", queued);
+    if (ended != ncclSuccess) return nccl_error("ncclGroupEnd", ended);
     return Status::ok();
   }
 
@@ -152,6 +159,7 @@ class NcclCommunicator final : public Communicator {
     MXATTN_CUDA_TRY(cudaMemcpyAsync(data, host, size_t(bytes), cudaMemcpyHostToDevice, stream_));
     return synchronize();
   }
+  void* stream() const override { return stream_; }
   Status synchronize() override {
     MXATTN_CUDA_TRY(cudaStreamSynchronize(stream_));
     ncclResult_t async = ncclSuccess;

@@ -25,7 +25,9 @@ Status measure_sharded_attention(Communicator& comm, const AttentionArgs& shard,
     return st;
   }
   const auto start = std::chrono::steady_clock::now();
-  if (Status st = run_local_attention(comm, gathered, options); !st) return st;
+  if (Status st = run_local_attention(comm, gathered, options, &stats->attention_engine); !st) {
+    return st;
+  }
   stats->attention_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (Status st = barrier(comm); !st) return st;

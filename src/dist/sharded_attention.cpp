@@ -222,9 +222,7 @@ Status gather(Communicator& comm, const AttentionArgs& shard, const SendQuantiza
   return Status::ok();
 }
 
-// The CUDA engine has no attention() entry point yet: the CPU engine runs on host copies of the
-// gathered tensors. Replacing this call by attention(args, options) with Engine::cuda and the
-// communicator's stream is all the GPU path will need.
+// The CPU engine on host copies of gathered tensors that live on a GPU, O and LSE copied back.
 Status attention_on_host_copies(Communicator& comm, const AttentionArgs& device_args,
                                 const RunOptions& options) {
   AttentionArgs host = device_args;
@@ -277,10 +275,30 @@ Status gather_heads(Communicator& comm, const AttentionArgs& shard, const SendQu
 }
 
 Status run_local_attention(Communicator& comm, const GatheredHeads& gathered,
-                           const RunOptions& options) {
+                           const RunOptions& options, Engine* used) {
+  Engine ignored;
+  if (used == nullptr) used = &ignored;
   if (!gathered.ready()) return Status::invalid("gathered heads: gather_heads has not filled them");
-  if (comm.memory() == MemorySpace::host) return attention(gathered.args(), options);
-  return attention_on_host_copies(comm, gathered.args(), options);
+  RunOptions engine = options;
+  if (comm.memory() == MemorySpace::host) {
+    // Automatic on host tensors is the fast CPU engine.
+    if (engine.engine == Engine::automatic) engine.engine = Engine::cpu_fast;
+    *used = engine.engine;
+    return attention(gathered.args(), engine);
+  }
+  if (options.engine == Engine::cuda || options.engine == Engine::automatic) {
+    engine.engine = Engine::cuda;
+    engine.stream = comm.stream();
+    *used = Engine::cuda;
+    const Status st = attention(gathered.args(), engine);
+    // Automatic falls back to the CPU engine where the CUDA engine does not take the problem;
+    // every rank has the same local problem, so every rank decides alike.
+    if (st || options.engine == Engine::cuda || st.code() != ErrorCode::unsupported) return st;
+  }
+  engine.engine =
+      options.engine == Engine::cpu_reference ? Engine::cpu_reference : Engine::cpu_fast;
+  *used = engine.engine;
+  return attention_on_host_copies(comm, gathered.args(), engine);
 }
 
 Status scatter_sequence(Communicator& comm, const GatheredHeads& gathered, ExchangeStats* stats) {
@@ -310,15 +328,16 @@ Status sharded_attention(Communicator& comm, const AttentionArgs& shard, const R
   if (stats == nullptr) stats = &ignored;
   const auto start = Clock::now();
   const Status engine =
-      options.engine == Engine::cuda
+      options.engine == Engine::cuda && comm.memory() != MemorySpace::cuda
           ? Status::unsupported(
-                "engine: the CUDA engine has no attention() entry point yet; sharded attention "
-                "runs the CPU engines (on host copies of the gathered tensors with NCCL)")
+                "engine: the CUDA engine needs the shards in GPU memory (the NCCL backend)")
           : Status::ok();
   GatheredHeads gathered;
   if (Status st = gather(comm, shard, sq, engine, &gathered, &stats->forward); !st) return st;
   const auto attention_start = Clock::now();
-  if (Status st = run_local_attention(comm, gathered, options); !st) return st;
+  if (Status st = run_local_attention(comm, gathered, options, &stats->attention_engine); !st) {
+    return st;
+  }
   stats->attention_seconds += seconds_since(attention_start);
   if (Status st = scatter_sequence(comm, gathered, &stats->reverse); !st) return st;
   stats->total_seconds += seconds_since(start);

@@ -64,9 +64,9 @@ Status slice_shard(const AttentionArgs& whole, const Shard& q_rows, const Shard&
     if (whole.v_scale_axis == VScaleAxis::keys) {
       if (kv_rows.length > 0 && kv_rows.offset % kMxBlock != 0) {
         return Status::invalid(
-            "slice_shard: V scales along the keys need a key shard starting at "
-            "a multiple of 32, not at " +
-            std::to_string(kv_rows.offset));
+            "slice_shard: MX V with scales along the keys can be cut only at multiples of 32 "
+            "keys, not at key " +
+            std::to_string(kv_rows.offset) + " (or store V plain and quantize it before sending)");
       }
       const TensorView& w = whole.v_scales;
       const Shard blocks{kv_rows.offset / kMxBlock, (kv_rows.length + kMxBlock - 1) / kMxBlock};

@@ -13,20 +13,20 @@ using namespace cute;
 
 // ((2, 2, N/8), M, N') -> ((2, M), (2, N/8, N')): rows first, then columns.
 template <class AccLayout>
-__device__ __forceinline__ constexpr auto rows_cols(AccLayout acc) {
+CUTE_HOST_DEVICE constexpr auto rows_cols(AccLayout acc) {
   static_assert(rank(get<0>(AccLayout{})) == 3);
   return make_layout(make_layout(get<0, 1>(acc), get<1>(acc)),
                      make_layout(get<0, 0>(acc), get<0, 2>(acc), get<2>(acc)));
 }
 
 template <class Tensor>
-__device__ __forceinline__ auto rows_cols_view(Tensor&& t) {
+CUTE_HOST_DEVICE auto rows_cols_view(Tensor&& t) {
   return make_tensor(t.data(), rows_cols(t.layout()));
 }
 
 // ((2, 2, N/8), M, 1) -> ((2, 2, 2), M, N/16): the accumulator of S read as the A operand of P V.
 template <class AccLayout>
-__device__ __forceinline__ constexpr auto acc_as_a_operand(AccLayout acc) {
+CUTE_HOST_DEVICE constexpr auto acc_as_a_operand(AccLayout acc) {
   static_assert(size<0, 2>(AccLayout{}) % 2 == 0);
   const auto split = logical_divide(get<0>(acc), Shape<Underscore, Underscore, _2>{});
   return make_layout(make_layout(get<0>(split), get<1>(split), get<2, 0>(split)), get<1>(acc),

@@ -51,6 +51,11 @@ struct KernelTraits {
       GMMA::rs_op_selector<Element, Element, float, TileShapePV, GMMA::Major::K, GMMA::Major::MN>(),
       MmaAtomLayout{}));
   static_assert(size(TiledMmaQK{}) == kMmaThreads && size(TiledMmaPV{}) == kMmaThreads);
+  // One wgmma spans the whole key tile (S) and head dim (O): the selector falls back to narrow
+  // atoms, each re-reading its A operand, for an N it lacks (N = 80 needs the extended shapes,
+  // CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED).
+  static_assert(size<1>(typename TiledMmaQK::AtomShape_MNK{}) == kBlockN);
+  static_assert(size<1>(typename TiledMmaPV::AtomShape_MNK{}) == kDimV);
 
   static_assert(kDimQK % 64 == 0 && kDimV % 64 == 0, "head dims are whole 128-byte swizzle rows");
   using SmemLayoutQ = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<Element>{},

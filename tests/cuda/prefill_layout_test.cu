@@ -1,0 +1,93 @@
+// The register-fragment views the prefill kernel relies on, checked on the host with CuTe's layout
+// algebra (no GPU needed), for every kernel instance's tiles:
+// - P = softmax(S) feeds the P V product straight from S's accumulator registers: each register of
+//   S, seen through acc_as_a_operand, holds the (row, key) element the A operand expects there;
+// - rows_cols puts the same query rows at the same row index in S and in O, and the four threads
+//   sharing a row are one quad (the softmax's shuffles and the epilogue's LSE store assume it).
+#include <gtest/gtest.h>
+
+#include <cute/tensor.hpp>
+
+#include <map>
+#include <set>
+#include <utility>
+
+#include "cuda/prefill/fragments.cuh"
+#include "cuda/prefill/kernel_traits.cuh"
+
+namespace mxattn::cuda::prefill {
+namespace {
+
+using namespace cute;
+
+template <class Traits>
+void check_p_feeds_pv() {
+  constexpr int kBlockM = Traits::kBlockM, kBlockN = Traits::kBlockN;
+  typename Traits::TiledMmaQK mma_qk;
+  typename Traits::TiledMmaPV mma_pv;
+  for (int t = 0; t < Traits::kMmaThreads; ++t) {
+    // (row, key) of each S register, and of each A register of P V (M x K = rows x keys).
+    const auto s_coords = mma_qk.get_thread_slice(t).partition_C(
+        make_identity_tensor(Shape<Int<kBlockM>, Int<kBlockN>>{}));
+    const auto a_coords = mma_pv.get_thread_slice(t).partition_A(
+        make_identity_tensor(Shape<Int<kBlockM>, Int<kBlockN>>{}));
+    const auto s_as_a = make_tensor(s_coords.data(), acc_as_a_operand(s_coords.layout()));
+    ASSERT_EQ(size(s_as_a), size(a_coords));
+    for (int i = 0; i < size(a_coords); ++i) {
+      ASSERT_EQ(get<0>(s_as_a(i)), get<0>(a_coords(i))) << "thread " << t << " value " << i;
+      ASSERT_EQ(get<1>(s_as_a(i)), get<1>(a_coords(i))) << "thread " << t << " value " << i;
+    }
+  }
+}
+
+template <class Traits>
+void check_rows() {
+  constexpr int kBlockM = Traits::kBlockM, kBlockN = Traits::kBlockN, kDimV = Traits::kDimV;
+  typename Traits::TiledMmaQK mma_qk;
+  typename Traits::TiledMmaPV mma_pv;
+  std::map<int, std::set<int>> threads_of_row;
+  std::map<int, int> lse_writers;
+  for (int t = 0; t < Traits::kMmaThreads; ++t) {
+    const auto s = rows_cols_view(mma_qk.get_thread_slice(t).partition_C(
+        make_identity_tensor(Shape<Int<kBlockM>, Int<kBlockN>>{})));
+    const auto o = rows_cols_view(mma_pv.get_thread_slice(t).partition_C(
+        make_identity_tensor(Shape<Int<kBlockM>, Int<kDimV>>{})));
+    ASSERT_EQ(size<0>(s), size<0>(o));
+    for (int r = 0; r < size<0>(s); ++r) {
+      const int row = get<0>(s(r, 0));
+      for (int c = 0; c < size<1>(s); ++c) ASSERT_EQ(get<0>(s(r, c)), row);
+      for (int c = 0; c < size<1>(o); ++c) ASSERT_EQ(get<0>(o(r, c)), row);
+      // Adjacent columns come in pairs: the epilogue stores them as one word.
+      for (int c = 0; c + 1 < size<1>(o); c += 2) {
+        ASSERT_EQ(get<1>(o(r, c)) % 2, 0);
+        ASSERT_EQ(get<1>(o(r, c + 1)), get<1>(o(r, c)) + 1);
+      }
+      threads_of_row[row].insert(t);
+      if (t % 4 == 0) ++lse_writers[row];
+    }
+  }
+  ASSERT_EQ(int(threads_of_row.size()), kBlockM);
+  for (const auto& [row, threads] : threads_of_row) {
+    ASSERT_EQ(threads.size(), 4u) << "row " << row;
+    ASSERT_EQ(*threads.begin() % 4, 0) << "row " << row;
+    ASSERT_EQ(*threads.rbegin(), *threads.begin() + 3) << "row " << row;
+    ASSERT_EQ(lse_writers[row], 1) << "row " << row;
+  }
+}
+
+template <class Traits>
+void check_instance() {
+  check_p_feeds_pv<Traits>();
+  check_rows<Traits>();
+}
+
+TEST(PrefillFragments, PFeedsPvAndRowsLineUp) {
+  check_instance<KernelTraits<cutlass::bfloat16_t, 64, 64>>();
+  check_instance<KernelTraits<cutlass::bfloat16_t, 128, 128>>();
+  check_instance<KernelTraits<cutlass::bfloat16_t, 256, 256>>();
+  check_instance<KernelTraits<cutlass::bfloat16_t, 192, 128>>();
+  check_instance<KernelTraits<cutlass::half_t, 128, 128>>();
+}
+
+}  // namespace
+}  // namespace mxattn::cuda::prefill
