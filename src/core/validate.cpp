@@ -6,21 +6,16 @@
 
 #include <cmath>
 #include <initializer_list>
-#include <sstream>
 #include <string>
 #include <string_view>
 
+#include "core/text.h"
 #include "mxattn/mx.h"
 
 namespace mxattn::core {
 namespace {
 
-template <class... Parts>
-std::string cat(const Parts&... parts) {
-  std::ostringstream s;
-  (s << ... << parts);
-  return s.str();
-}
+using core::cat;
 
 template <class... Parts>
 Status invalid(const Parts&... parts) {

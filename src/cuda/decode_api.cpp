@@ -6,13 +6,13 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "core/plan.h"
 #include "core/problem.h"
 #include "core/validate.h"
+#include "cuda/api_util.h"
 #include "cuda/decode_params.h"
 #include "cuda/kernels.h"
 #include "mxattn/cuda.h"
@@ -54,16 +54,10 @@ bool DecodePlan::combines() const {
 
 namespace {
 
-template <class... Parts>
-std::string cat(const Parts&... parts) {
-  std::ostringstream s;
-  (s << ... << parts);
-  return s.str();
-}
-
-Status cuda_failure(const char* what, cudaError_t e) {
-  return Status::runtime(cat(what, ": ", cudaGetErrorString(e)));
-}
+using detail::aligned;
+using detail::cat;
+using detail::copy_strides;
+using detail::cuda_failure;
 
 bool is_contiguous(const TensorView& v) {
   TensorView c = v;
@@ -71,10 +65,6 @@ bool is_contiguous(const TensorView& v) {
   for (int i = 0; i < v.rank; ++i)
     if (v.shape[i] > 1 && v.stride[i] != c.stride[i]) return false;
   return true;
-}
-
-bool aligned(const void* p, uintptr_t bytes) {
-  return (reinterpret_cast<uintptr_t>(p) & (bytes - 1)) == 0;
 }
 
 // K or V rows must be whole 16-byte copies: contiguous head dim, rows and base 16-byte aligned.
@@ -150,45 +140,9 @@ Status check_support(const core::Problem& p, const core::SplitParams& split) {
   return Status::ok();
 }
 
-// The first N element strides of a view (zeros for a view that is not given).
-template <int N>
-void copy_strides(const TensorView& v, int64_t (&out)[N]) {
-  for (int i = 0; i < N; ++i) out[i] = v.stride[i];
-}
-
-bool same_layout(const TensorView& a, const TensorView& b) {
-  if (a.given() != b.given()) return false;
-  if (!a.given()) return true;
-  if (a.dtype != b.dtype || a.rank != b.rank) return false;
-  for (int i = 0; i < a.rank; ++i)
-    if (a.shape[i] != b.shape[i] || a.stride[i] != b.stride[i]) return false;
-  return true;
-}
-
 // The device arguments of a run must be the planned ones with device pointers.
 Status check_run_args(const DecodePlan::Impl& plan, const AttentionArgs& d) {
-  const AttentionArgs& a = plan.planned;
-  const struct {
-    const char* name;
-    const TensorView& planned;
-    const TensorView& given;
-  } views[] = {{"q", a.q, d.q},
-               {"k", a.k, d.k},
-               {"v", a.v, d.v},
-               {"o", a.o, d.o},
-               {"lse", a.lse, d.lse},
-               {"q_scales", a.q_scales, d.q_scales},
-               {"k_scales", a.k_scales, d.k_scales},
-               {"v_scales", a.v_scales, d.v_scales},
-               {"partial_o", a.split.partial_o, d.split.partial_o},
-               {"partial_lse", a.split.partial_lse, d.split.partial_lse},
-               {"counts", a.split.counts, d.split.counts}};
-  for (const auto& v : views) {
-    if (!same_layout(v.planned, v.given)) {
-      return Status::invalid(
-          cat(v.name, ": the run's view differs from the planned one (dtype, shape or strides)"));
-    }
-  }
+  if (Status st = detail::check_same_views(plan.planned, d); !st) return st;
   if (!aligned(d.k.data, 16) || !aligned(d.v.data, 16)) {
     return Status::invalid("k, v: the run's pointers must be 16-byte aligned, as planned");
   }

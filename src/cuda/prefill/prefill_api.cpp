@@ -5,13 +5,13 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "core/plan.h"
 #include "core/problem.h"
 #include "core/validate.h"
+#include "cuda/api_util.h"
 #include "cuda/decode_params.h"
 #include "cuda/kernels.h"
 #include "cuda/prefill/kernels.h"
@@ -61,20 +61,10 @@ PrefillTiles prefill_tiles(int64_t dim_qk, int64_t dim_v) {
 
 namespace {
 
-template <class... Parts>
-std::string cat(const Parts&... parts) {
-  std::ostringstream s;
-  (s << ... << parts);
-  return s.str();
-}
-
-Status cuda_failure(const char* what, cudaError_t e) {
-  return Status::runtime(cat(what, ": ", cudaGetErrorString(e)));
-}
-
-bool aligned(const void* p, uintptr_t bytes) {
-  return (reinterpret_cast<uintptr_t>(p) & (bytes - 1)) == 0;
-}
+using detail::aligned;
+using detail::cat;
+using detail::copy_strides;
+using detail::cuda_failure;
 
 // The bulk tensor copy engine reads Q, K and V: a contiguous head dim, the other strides whole
 // 16-byte multiples below 2^40 bytes, a 16-byte aligned base.
@@ -142,47 +132,15 @@ Status check_support(const core::Problem& p, const prefill::KernelEntry& kernel)
   return check_tma_view("V", a.v);
 }
 
-template <int N>
-void copy_strides(const TensorView& v, int64_t (&out)[N]) {
-  for (int i = 0; i < N; ++i) out[i] = v.stride[i];
-}
-
 // Q, K or V strides of the first three axes for the tensor map; a size-one axis, never stepped
 // along, gets the head dim's row length, which the copy engine accepts.
 void copy_tma_strides(const TensorView& v, int64_t (&out)[3]) {
   for (int i = 0; i < 3; ++i) out[i] = v.shape[i] == 1 ? v.shape[3] : v.stride[i];
 }
 
-bool same_layout(const TensorView& a, const TensorView& b) {
-  if (a.given() != b.given()) return false;
-  if (!a.given()) return true;
-  if (a.dtype != b.dtype || a.rank != b.rank) return false;
-  for (int i = 0; i < a.rank; ++i)
-    if (a.shape[i] != b.shape[i] || a.stride[i] != b.stride[i]) return false;
-  return true;
-}
-
 // The device arguments of a run must be the planned ones with device pointers.
 Status check_run_args(const PrefillPlan::Impl& plan, const AttentionArgs& d) {
-  const AttentionArgs& a = plan.planned;
-  const struct {
-    const char* name;
-    const TensorView& planned;
-    const TensorView& given;
-  } views[] = {{"q", a.q, d.q},
-               {"k", a.k, d.k},
-               {"v", a.v, d.v},
-               {"o", a.o, d.o},
-               {"lse", a.lse, d.lse},
-               {"partial_o", a.split.partial_o, d.split.partial_o},
-               {"partial_lse", a.split.partial_lse, d.split.partial_lse},
-               {"counts", a.split.counts, d.split.counts}};
-  for (const auto& v : views) {
-    if (!same_layout(v.planned, v.given)) {
-      return Status::invalid(
-          cat(v.name, ": the run's view differs from the planned one (dtype, shape or strides)"));
-    }
-  }
+  if (Status st = detail::check_same_views(plan.planned, d); !st) return st;
   if (!aligned(d.q.data, 16) || !aligned(d.k.data, 16) || !aligned(d.v.data, 16)) {
     return Status::invalid("q, k, v: the run's pointers must be 16-byte aligned, as planned");
   }

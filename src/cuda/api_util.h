@@ -1,0 +1,67 @@
+// Host helpers shared by the CUDA engines' API layers (decode, prefill): CUDA errors as Status,
+// alignment, and the check that a run's device views match the planned ones.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "core/text.h"
+#include "mxattn/attention.h"
+
+namespace mxattn::cuda::detail {
+
+using core::cat;
+
+inline Status cuda_failure(const char* what, cudaError_t e) {
+  return Status::runtime(cat(what, ": ", cudaGetErrorString(e)));
+}
+
+inline bool aligned(const void* p, uintptr_t bytes) {
+  return (reinterpret_cast<uintptr_t>(p) & (bytes - 1)) == 0;
+}
+
+// The first N element strides of a view (zeros for a view that is not given).
+template <int N>
+void copy_strides(const TensorView& v, int64_t (&out)[N]) {
+  for (int i = 0; i < N; ++i) out[i] = v.stride[i];
+}
+
+inline bool same_layout(const TensorView& a, const TensorView& b) {
+  if (a.given() != b.given()) return false;
+  if (!a.given()) return true;
+  if (a.dtype != b.dtype || a.rank != b.rank) return false;
+  for (int i = 0; i < a.rank; ++i)
+    if (a.shape[i] != b.shape[i] || a.stride[i] != b.stride[i]) return false;
+  return true;
+}
+
+// The device arguments of a run must be the planned ones (dtype, shape, strides) with device
+// pointers: every tensor view is compared.
+inline Status check_same_views(const AttentionArgs& planned, const AttentionArgs& given) {
+  const AttentionArgs &a = planned, &d = given;
+  const struct {
+    const char* name;
+    const TensorView& planned;
+    const TensorView& given;
+  } views[] = {{"q", a.q, d.q},
+               {"k", a.k, d.k},
+               {"v", a.v, d.v},
+               {"o", a.o, d.o},
+               {"lse", a.lse, d.lse},
+               {"q_scales", a.q_scales, d.q_scales},
+               {"k_scales", a.k_scales, d.k_scales},
+               {"v_scales", a.v_scales, d.v_scales},
+               {"partial_o", a.split.partial_o, d.split.partial_o},
+               {"partial_lse", a.split.partial_lse, d.split.partial_lse},
+               {"counts", a.split.counts, d.split.counts}};
+  for (const auto& v : views) {
+    if (!same_layout(v.planned, v.given)) {
+      return Status::invalid(
+          cat(v.name, ": the run's view differs from the planned one (dtype, shape or strides)"));
+    }
+  }
+  return Status::ok();
+}
+
+}  // namespace mxattn::cuda::detail
