@@ -15,9 +15,9 @@
 #include "core/plan.h"
 #include "cpu/engines.h"
 #include "cpu/fast.h"
+#include "cpu/fast_rows.h"
 #include "cpu/partials.h"
 #include "cpu/rows.h"
-#include "mx/formats.h"
 
 namespace mxattn::cpu {
 namespace {
@@ -32,6 +32,8 @@ constexpr int64_t kPad = 16;
 constexpr int64_t kFewRows = 8;
 // K and V tiles of a group of KV heads stay within this many f32 (half of a 2 MiB L2).
 constexpr int64_t kGroupScratchFloats = int64_t(1) << 18;
+// The kernels that read K and V rows directly work on whole blocks of 32 elements.
+constexpr int64_t kDirectBlock = 32;
 // Query tiles with the same key tiles are merged up to this many packed rows.
 constexpr int64_t kMaxPackedRows = 256;
 // A split's key tiles are cut into pieces of at most this many, each its own work item, merged
@@ -41,19 +43,6 @@ constexpr int64_t kPieceTiles = 32;
 
 int64_t round_up(int64_t x, int64_t m) {
   return core::ceil_div(x, m) * m;
-}
-
-const FastKernels& kernels_for(SimdIsa isa) {
-  switch (isa) {
-#if defined(MXATTN_CPU_X86)
-    case SimdIsa::avx512:
-      return fast_kernels_avx512();
-    case SimdIsa::avx2:
-      return fast_kernels_avx2();
-#endif
-    default:
-      return fast_kernels_portable();
-  }
 }
 
 // f32 scratch aligned to a cache line.
@@ -137,13 +126,28 @@ SplitPieces split_pieces(const core::QueryTile& q, int64_t s) {
   return sp;
 }
 
-// Query tiles t and u of a batch entry have the same key tiles and splits for every head group.
-bool same_key_tiles(const std::vector<core::QueryTile>& t, const std::vector<core::QueryTile>& u) {
-  for (size_t k = 0; k < t.size(); ++k) {
-    if (t[k].run.begin != u[k].run.begin || t[k].run.count != u[k].run.count ||
-        t[k].cols != u[k].cols || t[k].splits != u[k].splits) {
-      return false;
-    }
+// Extends the query tiles `merged` (one per head group) by the next ones, `next`, when every row
+// still computes exactly what it would alone: the same key tiles and splits, or, with a single
+// split on both sides, overlapping key-tile runs, whose union the merged tile visits (a row given
+// a key tile it sees nothing of is left unchanged by it). False, and nothing changed, otherwise.
+bool merge_tiles(std::vector<core::QueryTile>& merged, const std::vector<core::QueryTile>& next) {
+  for (size_t k = 0; k < merged.size(); ++k) {
+    const core::QueryTile &m = merged[k], &n = next[k];
+    if (m.cols != n.cols) return false;
+    const bool same =
+        m.run.begin == n.run.begin && m.run.count == n.run.count && m.splits == n.splits;
+    const bool single_splits = m.splits == 1 && n.splits == 1 && m.count == 1 && n.count == 1;
+    const bool overlapping =
+        n.run.begin <= m.run.begin + m.run.count && m.run.begin <= n.run.begin + n.run.count;
+    if (!same && !(single_splits && overlapping)) return false;
+  }
+  for (size_t k = 0; k < merged.size(); ++k) {
+    core::QueryTile& m = merged[k];
+    const core::QueryTile& n = next[k];
+    const int64_t begin = std::min(m.run.begin, n.run.begin);
+    const int64_t end = std::max(m.run.begin + m.run.count, n.run.begin + n.run.count);
+    m.run = {begin, end - begin};
+    m.row_last = n.row_last;
   }
   return true;
 }
@@ -156,8 +160,8 @@ Plan make_plan(const core::Problem& p, const core::SplitParams& split, int threa
   const int64_t q_tiles = core::query_tiles_per_head(p, split);
   plan.partials = p.args.split.partial_o.given() || p.args.split.partial_lse.given() ||
                   p.args.split.counts.given();
-  // Consecutive query tiles with the same key tiles (no causal mask) run as one taller tile, so a
-  // K/V tile is converted once for more rows; each row computes exactly what it would alone.
+  // Consecutive query tiles run as one taller tile where merge_tiles allows it, so a K/V tile is
+  // converted once for more rows.
   std::vector<int64_t> batch_first_block(size_t(p.batch) + 1, 0);
   int64_t single_head_items = 0;
   for (int64_t b = 0; b < p.batch; ++b) {
@@ -169,15 +173,16 @@ Plan make_plan(const core::Problem& p, const core::SplitParams& split, int threa
     }
     int64_t blocks = 0;
     for (int64_t t = 0; t < q_tiles; ++blocks) {
+      std::vector<core::QueryTile> merged = by_tile[size_t(t)];
       int64_t end = t + 1;
-      while (end < q_tiles && same_key_tiles(by_tile[size_t(t)], by_tile[size_t(end)]) &&
-             pack * (by_tile[size_t(end)][0].row_last - by_tile[size_t(t)][0].row_first + 1) <=
-                 kMaxPackedRows) {
+      while (end < q_tiles &&
+             pack * (by_tile[size_t(end)][0].row_last - merged[0].row_first + 1) <=
+                 kMaxPackedRows &&
+             merge_tiles(merged, by_tile[size_t(end)])) {
         ++end;
       }
       for (int64_t hg = 0; hg < head_groups; ++hg) {
-        PackedTile tile{by_tile[size_t(t)][size_t(hg)], hg * pack / p.group, pack};
-        tile.q.row_last = by_tile[size_t(end - 1)][size_t(hg)].row_last;
+        const PackedTile tile{merged[size_t(hg)], hg * pack / p.group, pack};
         plan.partials = plan.partials || tile.q.splits > 1;
         plan.max_rows = std::max(plan.max_rows, tile.rows());
         for (int64_t s = 0; s < tile.q.count; ++s)
@@ -236,34 +241,23 @@ Plan make_plan(const core::Problem& p, const core::SplitParams& split, int threa
 // How the K or V rows of one kv head read, and where each key's row starts.
 class RowGather {
  public:
-  RowGather(const core::Problem& p, bool values, const float* scale_values)
-      : p_(p), values_(values) {
-    const TensorView& v = values ? p.args.v : p.args.k;
-    view_ = &v;
-    scales_ = values ? &p.args.v_scales : &p.args.k_scales;
-    format_.width = values ? p.dim_v : p.dim_qk;
-    format_.elem_stride = v.stride[3];
-    format_.scale_values = scale_values;
-    scales_along_keys_ = values && p.args.v_scale_axis == VScaleAxis::keys;
-    format_.scale_span = scales_along_keys_ ? 1 : 32;
-    format_.scale_step = scales_->given() ? scales_->stride[3] : 0;
-    switch (v.dtype) {
-      case DType::f16:
-        format_.elem = RowElem::f16;
-        break;
-      case DType::bf16:
-        format_.elem = RowElem::bf16;
-        break;
-      case DType::e4m3:
-        format_.elem = RowElem::e4m3;
-        break;
-      case DType::e5m2:
-        format_.elem = RowElem::e5m2;
-        break;
-      default:
-        format_.elem = RowElem::f32;
-        kernel_decodes_ = v.dtype == DType::f32;
-    }
+  RowGather(const core::Problem& p, bool values)
+      : p_(p),
+        view_(values ? &p.args.v : &p.args.k),
+        scales_(values ? &p.args.v_scales : &p.args.k_scales),
+        scales_along_keys_(values && p.args.v_scale_axis == VScaleAxis::keys),
+        tables_(view_->dtype),
+        format_(tables_.format(values ? p.dim_v : p.dim_qk, view_->stride[3],
+                               scales_along_keys_ ? 1 : 32,
+                               scales_->given() ? scales_->stride[3] : 0)) {}
+
+  const RowFormat& format() const { return format_; }
+
+  // Whether the few-row kernels that read rows directly take these rows.
+  bool direct() const {
+    return format_.elem == RowElem::bf16 ||
+           ((format_.elem == RowElem::e4m3 || format_.elem == RowElem::e5m2) &&
+            !scales_along_keys_);
   }
 
   // Rows of keys [first, first + count) of (b, kv heads [hk, hk + heads)) into dst as f32, key k
@@ -271,35 +265,20 @@ class RowGather {
   // read front to back.
   void gather(const FastKernels& kernels, int64_t b, int64_t hk, int64_t heads, int64_t first,
               int64_t count, RowSource* sources, float* dst, int64_t dst_stride) const {
-    if (!kernel_decodes_) {
-      for (int64_t k = 0; k < count; ++k) {
-        for (int64_t h = 0; h < heads; ++h) {
-          float* row = dst + (k * heads + h) * dst_stride;
-          if (values_) {
-            load_v_row(p_, b, first + k, hk + h, row);
-          } else {
-            load_k_row(p_, b, first + k, hk + h, row);
-          }
-        }
-      }
-      return;
-    }
     locate(b, hk, heads, first, count, sources);
     kernels.convert_rows(format_, sources, count * heads, dst, dst_stride);
   }
 
- private:
   // Where the rows of gather start, in the same order.
   void locate(int64_t b, int64_t hk, int64_t heads, int64_t first, int64_t count,
               RowSource* sources) const {
     const uint8_t* data = static_cast<const uint8_t*>(view_->data);
     const uint8_t* scales = static_cast<const uint8_t*>(scales_->data);
-    const int64_t elem_bytes = bits_of(view_->dtype) / 8;
     if (!p_.paged && !scales_along_keys_) {
       // Dense: every address is a fixed step from the first.
-      const uint8_t* row = data + core::offset_of(*view_, b, first, hk, 0) * elem_bytes;
-      const int64_t key_step = view_->stride[1] * elem_bytes,
-                    head_step = view_->stride[2] * elem_bytes;
+      const uint8_t* row = data + byte_offset(core::offset_of(*view_, b, first, hk, 0));
+      const int64_t key_step = byte_offset(view_->stride[1]),
+                    head_step = byte_offset(view_->stride[2]);
       const uint8_t* scale = scales ? scales + core::offset_of(*scales_, b, first, hk, 0) : nullptr;
       const int64_t scale_key_step = scales ? scales_->stride[1] : 0;
       const int64_t scale_head_step = scales ? scales_->stride[2] : 0;
@@ -317,7 +296,7 @@ class RowGather {
       const int64_t page = p_.kv_page(b, j), slot = p_.kv_slot(j);
       for (int64_t h = 0; h < heads; ++h) {
         RowSource& src = sources[k * heads + h];
-        src.data = data + core::offset_of(*view_, page, slot, hk + h, 0) * elem_bytes;
+        src.data = data + byte_offset(core::offset_of(*view_, page, slot, hk + h, 0));
         if (scales) {
           src.scales =
               scales + (scales_along_keys_ ? core::offset_of(*scales_, page, hk + h, slot / 32, 0)
@@ -327,37 +306,44 @@ class RowGather {
     }
   }
 
+ private:
+  // Bytes from the view's start to element offset `elements` (packed rows start on whole bytes).
+  int64_t byte_offset(int64_t elements) const { return elements * bits_of(view_->dtype) / 8; }
+
   const core::Problem& p_;
-  bool values_ = false;
-  const TensorView* view_ = nullptr;
-  const TensorView* scales_ = nullptr;
-  bool scales_along_keys_ = false;
-  // f32, f16, bf16, E4M3 and E5M2 rows are decoded by the kernels; FP6 and FP4 through rows.h.
-  bool kernel_decodes_ = true;
+  const TensorView* view_;
+  const TensorView* scales_;
+  bool scales_along_keys_;
+  RowTables tables_;
   RowFormat format_;
 };
 
-// Per-thread scratch, sized for the largest tile group of the plan: K and V tiles, queries and
-// softmax state of each of its heads.
+// What the per-thread scratch holds, for the largest tile group of the plan.
+struct ScratchShape {
+  int64_t heads = 1, rows_padded = 0, tile_n = 0, dim_qk_padded = 0, dim_v_padded = 0;
+  bool row_tiles = true;  // f32 K and V tiles (not when the kernels read the rows directly)
+};
+
+// Per-thread scratch: K and V tiles, queries and softmax state of each head of a tile group.
 class Scratch {
  public:
-  Scratch(int64_t heads, int64_t rows_padded, int64_t tile_n, int64_t dim_qk_padded,
-          int64_t dim_v_padded)
-      : rows_padded_(rows_padded),
-        dim_qk_padded_(dim_qk_padded),
-        dim_v_padded_(dim_v_padded),
-        keys(zeroed_floats(heads * tile_n * dim_qk_padded)),
-        values(zeroed_floats(heads * tile_n * dim_v_padded)),
-        scores(zeroed_floats(tile_n * rows_padded)),
-        first(zeroed_floats(rows_padded)),
-        last(zeroed_floats(rows_padded)),
-        sources(size_t(heads * tile_n)),
-        q_row(size_t(dim_qk_padded)),
-        q_(zeroed_floats(heads * rows_padded * dim_qk_padded)),
-        out_(zeroed_floats(heads * rows_padded * dim_v_padded)),
-        row_state_(zeroed_floats(heads * rows_padded * kRowArrays)) {}
+  explicit Scratch(const ScratchShape& s)
+      : shape_(s),
+        keys(zeroed_floats(s.row_tiles ? s.heads * s.tile_n * s.dim_qk_padded : 0)),
+        values(zeroed_floats(s.row_tiles ? s.heads * s.tile_n * s.dim_v_padded : 0)),
+        scores(zeroed_floats(s.tile_n * s.rows_padded)),
+        first(zeroed_floats(s.rows_padded)),
+        last(zeroed_floats(s.rows_padded)),
+        key_sources(size_t(s.heads * s.tile_n)),
+        value_sources(key_sources.size()),
+        next_key_sources(key_sources.size()),
+        next_value_sources(key_sources.size()),
+        q_row(size_t(s.dim_qk_padded)),
+        q_(zeroed_floats(s.heads * s.rows_padded * s.dim_qk_padded)),
+        out_(zeroed_floats(s.heads * s.rows_padded * s.dim_v_padded)),
+        row_state_(zeroed_floats(s.heads * s.rows_padded * kRowArrays)) {}
 
-  // The softmax state of head k of a group: rows_padded rows each.
+  // The queries and softmax state of head k of a group: rows_padded rows each.
   struct Head {
     float* q;
     float* out;  // rows x dim_v_padded
@@ -367,22 +353,24 @@ class Scratch {
     float* lse;
   };
   Head head(int64_t k) {
-    float* state = row_state_.get() + k * rows_padded_ * kRowArrays;
-    return {q_.get() + k * rows_padded_ * dim_qk_padded_,
-            out_.get() + k * rows_padded_ * dim_v_padded_,
+    const int64_t rows = shape_.rows_padded;
+    float* state = row_state_.get() + k * rows * kRowArrays;
+    return {q_.get() + k * rows * shape_.dim_qk_padded,
+            out_.get() + k * rows * shape_.dim_v_padded,
             state,
-            state + rows_padded_,
-            state + 2 * rows_padded_,
-            state + 3 * rows_padded_};
+            state + rows,
+            state + 2 * rows,
+            state + 3 * rows};
   }
 
  private:
   static constexpr int64_t kRowArrays = 4;
-  int64_t rows_padded_, dim_qk_padded_, dim_v_padded_;
+  ScratchShape shape_;
 
  public:
   Floats keys, values, scores, first, last;
-  std::vector<RowSource> sources;
+  // Where the rows of the current tile start, and (read directly) those of the next tile.
+  std::vector<RowSource> key_sources, value_sources, next_key_sources, next_value_sources;
   std::vector<float> q_row;
 
  private:
@@ -392,18 +380,18 @@ class Scratch {
 class FastEngine {
  public:
   FastEngine(SimdIsa isa, const core::Problem& p, const core::SplitParams& split, int threads)
-      : kernels_(kernels_for(isa)),
+      : kernels_(fast_kernels(isa)),
         p_(p),
         split_(split),
         threads_(thread_count(threads)),
         plan_(make_plan(p, split, threads_)),
+        keys_(p, false),
+        values_(p, true),
+        few_rows_(few_rows_per_head(p, split)),
+        direct_(few_rows_ && kernels_.scores_from_rows && keys_.direct() && values_.direct()),
         rows_padded_(round_up(plan_.max_rows, kPad)),
-        dim_qk_padded_(round_up(p.dim_qk, kPad)),
-        dim_v_padded_(round_up(p.dim_v, kPad)),
-        scale_values_(make_scale_values()),
-        keys_(p, false, scale_values_.data()),
-        values_(p, true, scale_values_.data()),
-        few_rows_(few_rows_per_head(p, split)) {}
+        dim_qk_padded_(round_up(p.dim_qk, direct_ ? kDirectBlock : kPad)),
+        dim_v_padded_(round_up(p.dim_v, direct_ ? kDirectBlock : kPad)) {}
 
   void run() {
     std::unique_ptr<PartialStore> partials;
@@ -418,8 +406,7 @@ class FastEngine {
     const int64_t merges = int64_t(plan_.merges.size());
 #pragma omp parallel num_threads(threads_)
     {
-      Scratch scratch(plan_.max_group_tiles, rows_padded_, split_.tile_n, dim_qk_padded_,
-                      dim_v_padded_);
+      Scratch scratch(scratch_shape());
 #pragma omp for schedule(dynamic, 1)
       for (int64_t i = 0; i < items; ++i) run_item(plan_.items[size_t(i)], scratch);
 #pragma omp for schedule(dynamic, 1)
@@ -434,10 +421,15 @@ class FastEngine {
   }
 
  private:
-  static std::vector<float> make_scale_values() {
-    std::vector<float> v(256);
-    for (int e = 0; e < 256; ++e) v[size_t(e)] = mx::decode_scale(uint8_t(e));
-    return v;
+  ScratchShape scratch_shape() const {
+    ScratchShape s;
+    s.heads = plan_.max_group_tiles;
+    s.rows_padded = rows_padded_;
+    s.tile_n = split_.tile_n;
+    s.dim_qk_padded = dim_qk_padded_;
+    s.dim_v_padded = dim_v_padded_;
+    s.row_tiles = !direct_;
+    return s;
   }
 
   // Packed row r of a tile is query row row_first + r % rows of head q.h + r / rows.
@@ -509,9 +501,9 @@ class FastEngine {
     }
   }
 
-  // Q rows of the tile, times scale * log2(e): row-major for the few-row kernel, else transposed.
+  // Q rows of the tile, times scale * log2(e): row-major for the few-row kernels (in even/odd
+  // order for those that read K rows directly), else transposed.
   void pack_queries(const PackedTile& t, float* q, Scratch& sc) const {
-    const bool few = few_rows_;
     std::fill(q, q + rows_padded_ * dim_qk_padded_, 0.0f);
     const float factor = p_.scale * kLog2e;
     for (int64_t r = 0; r < t.rows(); ++r) {
@@ -519,12 +511,63 @@ class FastEngine {
       load_q_row(p_, t.q.b, at.i, at.h, sc.q_row.data());
       for (int64_t d = 0; d < p_.dim_qk; ++d) {
         const float x = sc.q_row[size_t(d)] * factor;
-        if (few) {
+        if (direct_) {
+          const int64_t in_block = d % kDirectBlock;
+          q[r * dim_qk_padded_ + d - in_block + in_block / 2 +
+            (in_block % 2) * (kDirectBlock / 2)] = x;
+        } else if (few_rows_) {
           q[r * dim_qk_padded_ + d] = x;
         } else {
           q[d * rows_padded_ + r] = x;
         }
       }
+    }
+  }
+
+  // Packed rows [begin, end), whole vectors, outside which no row of tile t sees a key of
+  // [first, last]. Rows of one head are consecutive query rows, whose visible keys move forward
+  // with the row: those that see nothing here are a prefix (hi < first) and a suffix
+  // (lo > last). Packs of several heads keep every row.
+  struct RowRange {
+    int64_t begin, end;
+  };
+  RowRange visible_rows(const PackedTile& t, int64_t first, int64_t last) const {
+    const int64_t rows = t.rows();
+    if (t.heads > 1 || few_rows_) return {0, round_up(rows, kPad)};
+    int64_t begin = 0, end = rows;
+    while (begin < end && t.q.vis.hi(t.q.row_first + begin) < first) ++begin;
+    while (end > begin && t.q.vis.lo(t.q.row_first + end - 1) > last) --end;
+    if (begin == end) return {0, 0};
+    return {begin / kPad * kPad, round_up(end, kPad)};
+  }
+
+  // Where the K and V rows of keys [first, first + count) of the group's heads start.
+  void locate(int64_t b, int64_t hk, int64_t heads, int64_t first, int64_t count,
+              std::vector<RowSource>& key_sources, std::vector<RowSource>& value_sources) const {
+    keys_.locate(b, hk, heads, first, count, key_sources.data());
+    values_.locate(b, hk, heads, first, count, value_sources.data());
+  }
+
+  // One key tile of `keys` keys for every head of a group through the kernels that read rows
+  // directly (all rows of the tile take part: few rows per head). Each head's calls also fetch
+  // its share of the next tile's rows (next_keys keys), in memory order: head k the k-th slice
+  // of the rows, which are by key, then head.
+  void direct_step(Scratch& sc, int64_t heads, int64_t keys, int64_t next_keys, int64_t rows,
+                   bool all_visible) const {
+    const int64_t ld = split_.tile_n;
+    for (int64_t k = 0; k < heads; ++k) {
+      const Scratch::Head h = sc.head(k);
+      const RowStream key_rows{sc.key_sources.data() + k, keys, heads,
+                               sc.next_key_sources.data() + k * next_keys, next_keys};
+      const RowStream value_rows{sc.value_sources.data() + k, keys, heads,
+                                 sc.next_value_sources.data() + k * next_keys, next_keys};
+      kernels_.scores_from_rows(keys_.format(), key_rows, h.q, dim_qk_padded_, rows,
+                                sc.scores.get(), ld);
+      kernels_.softmax_by_rows(sc.scores.get(), ld, rows, keys,
+                               all_visible ? nullptr : sc.first.get(), sc.last.get(), h.row_max,
+                               h.row_sum, h.rescale);
+      kernels_.accumulate_from_rows(values_.format(), value_rows, sc.scores.get(), ld, h.rescale,
+                                    rows, h.out, dim_v_padded_);
     }
   }
 
@@ -544,44 +587,79 @@ class FastEngine {
     }
     // Keys outside [lo(first row), hi(last row)] are seen by no row of the tile: never read.
     const int64_t tile_lo = vis.lo(lead.q.row_first), tile_hi = vis.hi(lead.q.row_last);
-    for (int64_t pos = item.first; pos < item.first + item.count; ++pos) {
+    // Keys [first, last] of key-tile position pos; none when last < first.
+    struct KeySpan {
+      int64_t first, last;
+    };
+    const auto span_at = [&](int64_t pos) {
       const int64_t tile_first = lead.q.key_tile(pos) * split_.tile_n;
-      const int64_t first = std::max(tile_first, tile_lo);
-      const int64_t last = std::min(tile_first + split_.tile_n - 1, tile_hi);
+      return KeySpan{std::max(tile_first, tile_lo),
+                     std::min(tile_first + split_.tile_n - 1, tile_hi)};
+    };
+    const int64_t end = item.first + item.count;
+    const int64_t heads = g.count;
+    const int64_t b = lead.q.b, hk = lead.kv_head;
+    // The kernels that read rows directly also fetch the rows of the next tile: its sources are
+    // located one tile ahead, in the second pair of buffers.
+    int64_t located = -1;  // the position whose rows the current buffers hold
+    for (int64_t pos = item.first; pos < end; ++pos) {
+      const auto [first, last] = span_at(pos);
       if (last < first) continue;
       const int64_t keys = last - first + 1;
       // Bounds are monotone in the row, so the first row's hi and the last row's lo decide whether
       // every row sees the whole key range.
       const bool all_visible = vis.lo(lead.q.row_last) <= first && vis.hi(lead.q.row_first) >= last;
+      // Rows outside `range` see no key of this tile and are left out: for them the step would
+      // change nothing (their weights are all 0 and the rescale is 1).
+      const RowRange range = visible_rows(lead, first, last);
+      if (range.begin >= range.end) continue;
       if (!all_visible) {
-        for (int64_t r = 0; r < rows_padded_; ++r) {
+        for (int64_t r = range.begin; r < range.end; ++r) {
           const int64_t i = lead.q.row_first + (r < rows ? r % tile_rows : 0);
           sc.first[r] = float(std::clamp<int64_t>(vis.lo(i) - first, -1, keys));
           sc.last[r] = float(std::clamp<int64_t>(vis.hi(i) - first, -1, keys));
         }
       }
-      const int64_t heads = g.count;
+      if (direct_) {
+        if (located != pos) locate(b, hk, heads, first, keys, sc.key_sources, sc.value_sources);
+        int64_t next_pos = pos + 1, next_keys = 0;
+        while (next_pos < end && span_at(next_pos).last < span_at(next_pos).first) ++next_pos;
+        if (next_pos < end) {
+          const KeySpan next = span_at(next_pos);
+          next_keys = next.last - next.first + 1;
+          locate(b, hk, heads, next.first, next_keys, sc.next_key_sources, sc.next_value_sources);
+        }
+        direct_step(sc, heads, keys, next_keys, rows, all_visible);
+        if (next_keys > 0) {
+          std::swap(sc.key_sources, sc.next_key_sources);
+          std::swap(sc.value_sources, sc.next_value_sources);
+          located = next_pos;
+        }
+        continue;
+      }
+      const int64_t r0 = range.begin, row_count = range.end - range.begin;
       const int64_t key_stride = heads * dim_qk_padded_, value_stride = heads * dim_v_padded_;
-      keys_.gather(kernels_, lead.q.b, lead.kv_head, heads, first, keys, sc.sources.data(),
-                   sc.keys.get(), dim_qk_padded_);
-      values_.gather(kernels_, lead.q.b, lead.kv_head, heads, first, keys, sc.sources.data(),
-                     sc.values.get(), dim_v_padded_);
+      keys_.gather(kernels_, b, hk, heads, first, keys, sc.key_sources.data(), sc.keys.get(),
+                   dim_qk_padded_);
+      values_.gather(kernels_, b, hk, heads, first, keys, sc.value_sources.data(), sc.values.get(),
+                     dim_v_padded_);
       for (int64_t k = 0; k < heads; ++k) {
         const Scratch::Head h = sc.head(k);
-        const float* head_keys = sc.keys.get() + k * dim_qk_padded_;
-        const float* head_values = sc.values.get() + k * dim_v_padded_;
+        float* scores = sc.scores.get() + r0;
         if (few_rows_) {
-          kernels_.scores_by_dim_lanes(head_keys, key_stride, keys, h.q, rows, dim_qk_padded_,
-                                       sc.scores.get(), rows_padded_);
+          kernels_.scores_by_dim_lanes(sc.keys.get() + k * dim_qk_padded_, key_stride, keys, h.q,
+                                       rows, dim_qk_padded_, sc.scores.get(), rows_padded_);
         } else {
-          kernels_.scores_by_row_lanes(head_keys, key_stride, keys, h.q, rows_padded_,
-                                       dim_qk_padded_, sc.scores.get());
+          kernels_.scores_by_row_lanes(sc.keys.get() + k * dim_qk_padded_, key_stride, keys,
+                                       h.q + r0, rows_padded_, row_count, dim_qk_padded_, scores);
         }
-        kernels_.softmax_step(sc.scores.get(), rows_padded_, keys,
-                              all_visible ? nullptr : sc.first.get(), sc.last.get(), h.row_max,
-                              h.row_sum, h.rescale);
-        kernels_.accumulate_values(sc.scores.get(), rows_padded_, keys, head_values, value_stride,
-                                   dim_v_padded_, h.rescale, rows, h.out, dim_v_padded_);
+        kernels_.softmax_step(scores, rows_padded_, row_count, keys,
+                              all_visible ? nullptr : sc.first.get() + r0, sc.last.get() + r0,
+                              h.row_max + r0, h.row_sum + r0, h.rescale + r0);
+        kernels_.accumulate_values(scores, rows_padded_, keys, sc.values.get() + k * dim_v_padded_,
+                                   value_stride, dim_v_padded_, h.rescale + r0,
+                                   std::min(rows, range.end) - r0, h.out + r0 * dim_v_padded_,
+                                   dim_v_padded_);
       }
     }
     for (int64_t k = 0; k < g.count; ++k) {
@@ -648,10 +726,11 @@ class FastEngine {
   core::SplitParams split_;
   int threads_;
   Plan plan_;
-  int64_t rows_padded_, dim_qk_padded_, dim_v_padded_;
-  std::vector<float> scale_values_;
   RowGather keys_, values_;
   bool few_rows_;  // scores_by_dim_lanes, with Q packed row-major
+  // The few-row kernels that read K and V rows directly, where the set has them and takes both.
+  bool direct_;
+  int64_t rows_padded_, dim_qk_padded_, dim_v_padded_;
   const CombineArgs* partial_views_ = nullptr;
   Floats piece_o_, piece_lse_;
 };

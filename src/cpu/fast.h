@@ -16,6 +16,9 @@ std::vector<SimdIsa> supported_isas();
 
 std::string_view isa_name(SimdIsa isa);
 
+// The kernel set of `isa`, which must be one of supported_isas().
+const FastKernels& fast_kernels(SimdIsa isa);
+
 // run_fast with the kernel set `isa`, which must be one of supported_isas().
 void run_fast_with(SimdIsa isa, const core::Problem& p, const core::SplitParams& split,
                    int threads);

@@ -10,15 +10,19 @@
 
 namespace mxattn::cpu {
 
-enum class SimdIsa : uint8_t { portable, avx2, avx512 };
+// avx512_vbmi: AVX-512 with the VBMI byte permutes (Ice Lake and later, Zen 4), which add the
+// few-row kernels that read bf16 and FP8 rows directly.
+enum class SimdIsa : uint8_t { portable, avx2, avx512, avx512_vbmi };
 
-// How the elements of a K or V row are stored (FP6 and FP4 rows are decoded outside the kernels).
+// How the elements of a K or V row are stored.
 enum class RowElem : uint8_t {
   f32,
   f16,
   bf16,
   e4m3,
   e5m2,
+  fp6,  // E2M3 or E3M2, four codes in three bytes
+  fp4,  // E2M1, two codes a byte
 };
 
 // What the rows of one K or V tile share.
@@ -31,12 +35,28 @@ struct RowFormat {
   int64_t scale_span = 32;
   int64_t scale_step = 1;
   const float* scale_values = nullptr;  // 256 entries: E8M0 byte -> 2^(e - 127), NaN for 0xFF
+  // FP6 and FP4: code -> value (64 or 16 entries).
+  const float* code_values = nullptr;
+  // FP8: the bf16 of each code magnitude 0..127 (exact), as two byte tables: [0, 128) the low
+  // bytes, [128, 256) the high bytes; the sign bit is the code's own (for the direct kernels).
+  const uint8_t* code_bf16_bytes = nullptr;
 };
 
 // One row of a tile: its first element and, for MX, the scale byte of its first block.
 struct RowSource {
   const uint8_t* data = nullptr;
   const uint8_t* scales = nullptr;
+};
+
+// The rows of a kernel that reads K or V rows where they lie: key k at rows[k * step], k < count;
+// and rows some later call will read (next[k], k < next_count), which it fetches into the cache
+// along the way, about one per key, so that memory is read ahead of its use and in its own order.
+struct RowStream {
+  const RowSource* rows = nullptr;
+  int64_t count = 0;
+  int64_t step = 1;
+  const RowSource* next = nullptr;
+  int64_t next_count = 0;
 };
 
 // The tile computation. Scores are in log2 units (Q is packed pre-multiplied by scale * log2(e)).
@@ -49,10 +69,11 @@ struct FastKernels {
   void (*convert_rows)(const RowFormat& format, const RowSource* rows, int64_t count, float* dst,
                        int64_t dst_stride);
 
-  // st[k * rows_padded + r] = dot(keys[k], q_t[:, r]) for every padded row, q_t [dim_padded x
-  // rows_padded]: for tiles with many query rows (one vector lane per row).
+  // st[k * rows_padded + r] = dot(keys[k], q_t[:, r]) for r < row_count (a multiple of 16), q_t
+  // [dim_padded x rows_padded]: for tiles with many query rows (one vector lane per row).
   void (*scores_by_row_lanes)(const float* keys, int64_t key_stride, int64_t key_count,
-                              const float* q_t, int64_t rows_padded, int64_t dim_padded, float* st);
+                              const float* q_t, int64_t rows_padded, int64_t row_count,
+                              int64_t dim_padded, float* st);
 
   // st[k * rows_padded + r] = dot(keys[k], q[r]) for r < rows, q row-major with stride dim_padded:
   // for tiles with few query rows (decode), vectors along the head dim.
@@ -60,23 +81,53 @@ struct FastKernels {
                               const float* q, int64_t rows, int64_t dim_padded, float* st,
                               int64_t rows_padded);
 
-  // Online softmax step over keys [0, key_count) of st for every padded row: masks key k of row r
-  // out when k < first[r] or k > last[r] (tile-local; both null: no mask), updates the running
-  // maximum `row_max` and sum `row_sum`, writes the rescale factor of the old state to `rescale`
-  // and replaces the scores by their weights exp2(s - max).
-  void (*softmax_step)(float* st, int64_t rows_padded, int64_t key_count, const float* first,
-                       const float* last, float* row_max, float* row_sum, float* rescale);
+  // Online softmax step over keys [0, key_count) of st for rows r < row_count (a multiple of 16):
+  // masks key k of row r out when k < first[r] or k > last[r] (tile-local; both null: no mask),
+  // updates the running maximum `row_max` and sum `row_sum`, writes the rescale factor of the old
+  // state to `rescale` and replaces the scores by their weights exp2(s - max).
+  void (*softmax_step)(float* st, int64_t rows_padded, int64_t row_count, int64_t key_count,
+                       const float* first, const float* last, float* row_max, float* row_sum,
+                       float* rescale);
 
   // out[r] = rescale[r] * out[r] + sum_k st[k * rows_padded + r] * values[k], r < rows, over
   // dim_padded columns.
   void (*accumulate_values)(const float* st, int64_t rows_padded, int64_t key_count,
                             const float* values, int64_t value_stride, int64_t dim_padded,
                             const float* rescale, int64_t rows, float* out, int64_t out_stride);
+
+  // The few-row kernels below read K and V rows where they lie, so no f32 tile is written; null
+  // in the sets without them. They take bf16, E4M3 and E5M2 rows, MX blocks along the row
+  // (scale_span 32), and work on blocks of 32 elements in "even/odd order": within each block,
+  // the 16 even elements, then the 16 odd ones. Their score tile is by rows: s[r * ld + k].
+
+  // Like scores_by_dim_lanes, into s by rows, with q [query_rows][q_stride] in even/odd order
+  // (64-byte aligned, q_stride a multiple of 32, zero past the row's width; rows past
+  // query_rows up to a multiple of 4 zero as well).
+  void (*scores_from_rows)(const RowFormat& format, const RowStream& keys, const float* q,
+                           int64_t q_stride, int64_t query_rows, float* s, int64_t ld);
+
+  // Like softmax_step, for rows r < query_rows of s by rows.
+  void (*softmax_by_rows)(float* s, int64_t ld, int64_t query_rows, int64_t key_count,
+                          const float* first, const float* last, float* row_max, float* row_sum,
+                          float* rescale);
+
+  // Like accumulate_values, with the weights s by rows and the values read from their rows: the
+  // first format.width columns of out, rounded up to a multiple of 32 (out_stride at least
+  // that), natural order.
+  void (*accumulate_from_rows)(const RowFormat& format, const RowStream& values, const float* s,
+                               int64_t ld, const float* rescale, int64_t query_rows, float* out,
+                               int64_t out_stride);
 };
 
 // The kernel sets; each is defined in its own translation unit.
 const FastKernels& fast_kernels_portable();
 const FastKernels& fast_kernels_avx2();
 const FastKernels& fast_kernels_avx512();
+const FastKernels& fast_kernels_avx512_vbmi();
+
+// FP6 and FP4 rows for every kernel set's convert_rows: unpacked code by code with the shared
+// codecs (built with the portable set, where they may be included).
+void convert_packed_rows(const RowFormat& format, const RowSource* rows, int64_t count, float* dst,
+                         int64_t dst_stride);
 
 }  // namespace mxattn::cpu

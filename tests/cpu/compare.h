@@ -7,23 +7,9 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
-#include <ostream>
-#include <sstream>
-#include <string>
 #include <vector>
 
 #include "cpu/problem_gen.h"
-
-namespace mxattn {
-
-// Engine parameters print by name in test output.
-inline void PrintTo(Engine engine, std::ostream* os) {
-  *os << (engine == Engine::cpu_reference ? "cpu_reference"
-          : engine == Engine::cpu_fast    ? "cpu_fast"
-                                          : "other engine");
-}
-
-}  // namespace mxattn
 
 namespace mxattn::test {
 
@@ -43,11 +29,6 @@ inline Tolerance output_tolerance(DType type) {
 // The LSE is f32 whatever the output type.
 inline Tolerance lse_tolerance() {
   return {2e-4, 2e-5};
-}
-
-// Test-name suffix of an engine parameter.
-inline std::string engine_name(const ::testing::TestParamInfo<Engine>& param) {
-  return param.param == Engine::cpu_reference ? "reference" : "fast";
 }
 
 inline bool same_nonfinite(float want, float got) {

@@ -1,6 +1,7 @@
-// Properties that hold bit for bit on both CPU engines: GQA is KV heads repeated, an all-present
-// sparse layout is dense, a paged cache is the dense one, memory outside the valid keys changes
-// nothing, and rows that see nothing give exactly 0 and -inf on every path.
+// Properties that hold bit for bit on both CPU engines, the fast one with every kernel set: GQA is
+// KV heads repeated, an all-present sparse layout is dense, a paged cache is the dense one, memory
+// outside the valid keys changes nothing, and rows that see nothing give exactly 0 and -inf on
+// every path.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -10,14 +11,15 @@
 #include "cpu/compare.h"
 #include "cpu/engines.h"
 #include "cpu/problem_gen.h"
+#include "cpu/runners.h"
 
 namespace mxattn::test {
 namespace {
 
-class ExactTest : public ::testing::TestWithParam<Engine> {
+class ExactTest : public ::testing::TestWithParam<CpuRunner> {
  protected:
   Outputs run(TestProblem& p) {
-    const Status st = p.run(GetParam());
+    const Status st = GetParam().run(p);
     EXPECT_TRUE(st.is_ok()) << st.message();
     return p.outputs();
   }
@@ -171,18 +173,17 @@ TEST_P(ExactTest, ThreadCountChangesNothing) {
     const Spec spec = random_spec(seed, small_range());
     SCOPED_TRACE(spec.describe());
     TestProblem p(spec);
-    ASSERT_TRUE(p.run(GetParam(), 1).is_ok());
+    ASSERT_TRUE(GetParam().run(p, 1).is_ok());
     const Outputs want = p.outputs();
     for (int threads : {2, 3}) {
       SCOPED_TRACE(threads);
-      ASSERT_TRUE(p.run(GetParam(), threads).is_ok());
+      ASSERT_TRUE(GetParam().run(p, threads).is_ok());
       ASSERT_TRUE(outputs_bitwise_equal(want, p.outputs()));
     }
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(CpuEngines, ExactTest,
-                         ::testing::Values(Engine::cpu_reference, Engine::cpu_fast), engine_name);
+INSTANTIATE_TEST_SUITE_P(CpuEngines, ExactTest, ::testing::ValuesIn(cpu_runners()), runner_name);
 
 }  // namespace
 }  // namespace mxattn::test

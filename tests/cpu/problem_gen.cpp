@@ -13,7 +13,9 @@
 
 #include "core/plan.h"
 #include "core/problem.h"
+#include "core/validate.h"
 #include "cpu/engines.h"
+#include "cpu/fast.h"
 
 namespace mxattn::test {
 
@@ -574,6 +576,18 @@ Status TestProblem::run(Engine engine, int threads) {
   options.engine = engine;
   options.threads = threads;
   return attention(args_, options);
+}
+
+Status TestProblem::run_fast_with(cpu::SimdIsa isa, int threads) {
+  poison_outputs();
+  core::Problem p;
+  if (Status st = core::validate_problem(args_, &p); !st) return st;
+  const core::SplitParams split = core::resolve_split(p, cpu::kTileM, cpu::kTileN);
+  if (Status st = core::validate_partial_slots(args_, core::partial_slots(p, split)); !st) {
+    return st;
+  }
+  cpu::run_fast_with(isa, p, split, threads);
+  return Status::ok();
 }
 
 Outputs TestProblem::outputs() const {

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "core/host_tensor.h"
+#include "cpu/fast_kernels.h"
 #include "mxattn/attention.h"
 #include "mxattn/mx.h"
 
@@ -141,6 +142,9 @@ class TestProblem {
   void poison_outputs();
   // Poisons the outputs, then runs `engine` through mxattn::attention.
   Status run(Engine engine, int threads = 0);
+  // Poisons the outputs, then runs the fast CPU engine with the kernel set `isa` (one of
+  // cpu::supported_isas()), with the same validation and split plan as mxattn::attention.
+  Status run_fast_with(cpu::SimdIsa isa, int threads = 0);
   Outputs outputs() const;
 
   // Moves every view into a buffer of exactly its logical size that ends against an unmapped page,

@@ -1,6 +1,6 @@
-// Split-KV on both CPU engines: every split count agrees with the unsplit result, the fast engine's
-// partials agree with the reference's split by split, and early exit leaves unused splits
-// unwritten.
+// Split-KV on both CPU engines, the fast one with every kernel set: every split count agrees with
+// the unsplit result, the fast engine's partials agree with the reference's split by split, and
+// early exit leaves unused splits unwritten.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -8,11 +8,12 @@
 
 #include "cpu/compare.h"
 #include "cpu/problem_gen.h"
+#include "cpu/runners.h"
 
 namespace mxattn::test {
 namespace {
 
-class SplitTest : public ::testing::TestWithParam<Engine> {};
+class SplitTest : public ::testing::TestWithParam<CpuRunner> {};
 
 // Small problems with small key tiles, so that a handful of split counts covers "beyond the tiles".
 SpecRange split_range() {
@@ -30,7 +31,7 @@ TEST_P(SplitTest, EverySplitCountMatchesUnsplit) {
     spec.tile_m = seed % 3 ? 16 : 1;
     SCOPED_TRACE(spec.describe());
     TestProblem unsplit(spec);
-    ASSERT_TRUE(unsplit.run(GetParam()).is_ok());
+    ASSERT_TRUE(GetParam().run(unsplit).is_ok());
     const Outputs want = unsplit.outputs();
     const int32_t beyond = int32_t((spec.seq_k + spec.tile_n - 1) / spec.tile_n + 2);
     for (int32_t split_kv = 0; split_kv <= beyond; ++split_kv) {
@@ -41,7 +42,7 @@ TEST_P(SplitTest, EverySplitCountMatchesUnsplit) {
       split.early_exit = split_kv % 3 == 0;
       SCOPED_TRACE(split_kv);
       TestProblem p(split);
-      ASSERT_TRUE(p.run(GetParam()).is_ok());
+      ASSERT_TRUE(GetParam().run(p).is_ok());
       const Outputs got = p.outputs();
       ASSERT_TRUE(empty_rows_exact(p, got));
       ASSERT_TRUE(values_close(want.o, got.o, output_tolerance(spec.o_type), "O"));
@@ -63,12 +64,12 @@ TEST_P(SplitTest, EarlyExitLeavesUnusedSplitsUnwritten) {
     spec.counts = true;
     SCOPED_TRACE(spec.describe());
     TestProblem every_split(spec);
-    ASSERT_TRUE(every_split.run(GetParam()).is_ok());
+    ASSERT_TRUE(GetParam().run(every_split).is_ok());
     const Outputs want = every_split.outputs();
 
     spec.early_exit = true;
     TestProblem p(spec);
-    ASSERT_TRUE(p.run(GetParam()).is_ok());
+    ASSERT_TRUE(GetParam().run(p).is_ok());
     const Outputs got = p.outputs();
     ASSERT_TRUE(values_bitwise_equal(want.o, got.o, "O"));
     ASSERT_TRUE(values_bitwise_equal(want.lse, got.lse, "LSE"));
@@ -92,10 +93,35 @@ TEST_P(SplitTest, EarlyExitLeavesUnusedSplitsUnwritten) {
   EXPECT_GT(untouched_slots, 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(CpuEngines, SplitTest,
-                         ::testing::Values(Engine::cpu_reference, Engine::cpu_fast), engine_name);
+INSTANTIATE_TEST_SUITE_P(CpuEngines, SplitTest, ::testing::ValuesIn(cpu_runners()), runner_name);
 
-// The fast engine's partials against the reference's, slot by slot below each row's exact count.
+// The partials of `got` against those of `want`, slot by slot below each row's exact count.
+::testing::AssertionResult partials_close(const Spec& spec, int64_t slots, const Outputs& want,
+                                          const Outputs& got) {
+  if (want.counts != got.counts) return ::testing::AssertionFailure() << "counts differ";
+  const int64_t rows = spec.batch * spec.heads_q * spec.seq_q;
+  for (int64_t s = 0; s < slots; ++s)
+    for (int64_t b = 0; b < spec.batch; ++b)
+      for (int64_t h = 0; h < spec.heads_q; ++h)
+        for (int64_t i = 0; i < spec.seq_q; ++i) {
+          const int64_t row = (b * spec.heads_q + h) * spec.seq_q + i;
+          if (s >= want.counts[size_t(row)]) continue;
+          const size_t at = size_t(s * rows + row);
+          const size_t o_at = size_t(((s * spec.batch + b) * spec.seq_q + i) * spec.heads_q + h) *
+                              size_t(spec.dim_v);
+          const std::vector<float> want_o(want.partial_o.begin() + int64_t(o_at),
+                                          want.partial_o.begin() + int64_t(o_at) + spec.dim_v);
+          const std::vector<float> got_o(got.partial_o.begin() + int64_t(o_at),
+                                         got.partial_o.begin() + int64_t(o_at) + spec.dim_v);
+          auto r =
+              values_close({want.partial_lse[at]}, {got.partial_lse[at]}, lse_tolerance(), "L_s");
+          if (r) r = values_close(want_o, got_o, output_tolerance(DType::f32), "O_s");
+          if (!r) return r << " (slot " << s << ", row " << row << ")";
+        }
+  return ::testing::AssertionSuccess();
+}
+
+// The fast engine's partials against the reference's, with every kernel set.
 TEST(SplitPartials, FastMatchesReferenceSplitBySplit) {
   for (uint64_t seed = 3001; seed <= 3040; ++seed) {
     Spec spec = random_spec(seed, split_range());
@@ -109,28 +135,11 @@ TEST(SplitPartials, FastMatchesReferenceSplitBySplit) {
     TestProblem p(spec);
     ASSERT_TRUE(p.run(Engine::cpu_reference).is_ok());
     const Outputs want = p.outputs();
-    ASSERT_TRUE(p.run(Engine::cpu_fast).is_ok());
-    const Outputs got = p.outputs();
-    ASSERT_EQ(want.counts, got.counts);
-    const int64_t rows = spec.batch * spec.heads_q * spec.seq_q;
-    for (int64_t s = 0; s < p.slots(); ++s)
-      for (int64_t b = 0; b < spec.batch; ++b)
-        for (int64_t h = 0; h < spec.heads_q; ++h)
-          for (int64_t i = 0; i < spec.seq_q; ++i) {
-            const int64_t row = (b * spec.heads_q + h) * spec.seq_q + i;
-            if (s >= want.counts[size_t(row)]) continue;
-            SCOPED_TRACE(::testing::Message() << "slot " << s << " row " << row);
-            const size_t at = size_t(s * rows + row);
-            ASSERT_TRUE(values_close({want.partial_lse[at]}, {got.partial_lse[at]}, lse_tolerance(),
-                                     "L_s"));
-            const size_t o_at = size_t(((s * spec.batch + b) * spec.seq_q + i) * spec.heads_q + h) *
-                                size_t(spec.dim_v);
-            const std::vector<float> want_o(want.partial_o.begin() + int64_t(o_at),
-                                            want.partial_o.begin() + int64_t(o_at) + spec.dim_v);
-            const std::vector<float> got_o(got.partial_o.begin() + int64_t(o_at),
-                                           got.partial_o.begin() + int64_t(o_at) + spec.dim_v);
-            ASSERT_TRUE(values_close(want_o, got_o, output_tolerance(DType::f32), "O_s"));
-          }
+    for (const CpuRunner& runner : fast_runners()) {
+      SCOPED_TRACE(runner.name());
+      ASSERT_TRUE(runner.run(p).is_ok());
+      ASSERT_TRUE(partials_close(spec, p.slots(), want, p.outputs()));
+    }
   }
 }
 

@@ -91,6 +91,10 @@ void convert_rows(const RowFormat& f, const RowSource* rows, int64_t count, floa
     case RowElem::e5m2:
       convert_fp8_rows<Ops, false>(f, rows, count, dst, dst_stride);
       return;
+    case RowElem::fp6:
+    case RowElem::fp4:
+      convert_packed_rows(f, rows, count, dst, dst_stride);
+      return;
     default:
       break;
   }
@@ -179,9 +183,9 @@ void score_vectors_left(int64_t vectors_left, const float* keys, int64_t key_str
 
 template <class Ops>
 void scores_by_row_lanes(const float* keys, int64_t key_stride, int64_t key_count, const float* q_t,
-                         int64_t rows_padded, int64_t dim_padded, float* st) {
+                         int64_t rows_padded, int64_t row_count, int64_t dim_padded, float* st) {
   constexpr int W = Ops::kLanes;
-  const int64_t vectors = rows_padded / W;
+  const int64_t vectors = row_count / W;
   for (int64_t v = 0; v < vectors; v += Ops::kScoreVecs) {
     score_vectors_left<Ops>(vectors - v, keys, key_stride, key_count, q_t + v * W, rows_padded,
                             dim_padded, st + v * W);
@@ -228,11 +232,12 @@ void scores_by_dim_lanes(const float* keys, int64_t key_stride, int64_t key_coun
 // ---- Online softmax ----
 
 template <class Ops>
-void softmax_step(float* st, int64_t rows_padded, int64_t key_count, const float* first,
-                  const float* last, float* row_max, float* row_sum, float* rescale) {
+void softmax_step(float* st, int64_t rows_padded, int64_t row_count, int64_t key_count,
+                  const float* first, const float* last, float* row_max, float* row_sum,
+                  float* rescale) {
   constexpr int W = Ops::kLanes;
   using F = typename Ops::F;
-  for (int64_t r = 0; r < rows_padded; r += W) {
+  for (int64_t r = 0; r < row_count; r += W) {
     const F old_max = Ops::load(row_max + r);
     F new_max = old_max;
     if (first) {
@@ -351,6 +356,9 @@ constexpr FastKernels make_kernels(SimdIsa isa) {
   k.scores_by_dim_lanes = scores_by_dim_lanes<Ops>;
   k.softmax_step = softmax_step<Ops>;
   k.accumulate_values = accumulate_values<Ops>;
+  k.scores_from_rows = nullptr;
+  k.softmax_by_rows = nullptr;
+  k.accumulate_from_rows = nullptr;
   return k;
 }
 

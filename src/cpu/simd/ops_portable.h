@@ -39,8 +39,9 @@ struct Portable {
   static void store(float* p, F x) {
     for (int i = 0; i < kLanes; ++i) p[i] = x.v[i];
   }
+  // Multiply, then add: without hardware FMA, std::fma would be a slow library call.
   static F fmadd(F a, F b, F c) {
-    return each([&](int i) { return std::fma(a.v[i], b.v[i], c.v[i]); });
+    return each([&](int i) { return a.v[i] * b.v[i] + c.v[i]; });
   }
   static F mul(F a, F b) {
     return each([&](int i) { return a.v[i] * b.v[i]; });

@@ -1,0 +1,175 @@
+// The fast engine's row decoding, exhaustively, on every kernel set of this CPU: every E4M3, E5M2,
+// E2M3, E3M2 and E2M1 code times every E8M0 scale is mx::decode(code) * mx::decode_scale(scale),
+// through convert_rows (blocks along the row and one scale per element) and, in the sets that
+// have them, through the kernels that read rows directly.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "cpu/fast.h"
+#include "cpu/fast_rows.h"
+#include "cpu/runners.h"
+#include "mx/formats.h"
+
+namespace mxattn::test {
+namespace {
+
+constexpr DType kMxTypes[] = {DType::e4m3, DType::e5m2, DType::e2m3, DType::e3m2, DType::e2m1};
+
+float reference_value(DType t, uint8_t code, uint8_t scale) {
+  return mx::decode(t, code) * mx::decode_scale(scale);
+}
+
+// Bit for bit, or both NaN; with `signed_zero` false, -0 and +0 also match (a dot product or a
+// sum starting from +0 cannot give -0).
+::testing::AssertionResult same_value(float want, float got, bool signed_zero) {
+  if (std::isnan(want) && std::isnan(got)) return ::testing::AssertionSuccess();
+  if (!signed_zero && want == 0.0f && got == 0.0f) return ::testing::AssertionSuccess();
+  if (std::memcmp(&want, &got, sizeof(float)) == 0) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "expected " << want << ", got " << got;
+}
+
+// A packed row holding codes[0..n) (zero codes after them up to `width`).
+std::vector<uint8_t> pack_row(DType t, const std::vector<uint8_t>& codes, int64_t width) {
+  std::vector<uint8_t> row(size_t(width * bits_of(t) / 8), 0);
+  for (size_t d = 0; d < codes.size(); ++d) mx::store_code(t, row.data(), int64_t(d), codes[d]);
+  return row;
+}
+
+int64_t code_count(DType t) {
+  return int64_t(1) << bits_of(t);
+}
+
+class RowDecoding : public ::testing::TestWithParam<cpu::SimdIsa> {};
+
+// One row of every code per scale: row s has all its blocks scaled by s.
+TEST_P(RowDecoding, ConvertRowsWithBlocksAlongTheRow) {
+  const cpu::FastKernels& kernels = cpu::fast_kernels(GetParam());
+  for (DType t : kMxTypes) {
+    SCOPED_TRACE(name_of(t));
+    const int64_t codes = code_count(t);
+    const int64_t width = (codes + 31) / 32 * 32, blocks = width / 32;
+    std::vector<uint8_t> all(static_cast<size_t>(codes));
+    for (int64_t c = 0; c < codes; ++c) all[size_t(c)] = uint8_t(c);
+    const std::vector<uint8_t> row = pack_row(t, all, width);
+    std::vector<uint8_t> scales(size_t(256 * blocks));
+    std::vector<cpu::RowSource> sources(256);
+    for (int s = 0; s < 256; ++s) {
+      for (int64_t b = 0; b < blocks; ++b) scales[size_t(s * blocks + b)] = uint8_t(s);
+      sources[size_t(s)] = {row.data(), scales.data() + s * blocks};
+    }
+    const cpu::RowTables tables(t);
+    std::vector<float> out(size_t(256 * width));
+    kernels.convert_rows(tables.format(width, 1, 32, 1), sources.data(), 256, out.data(), width);
+    for (int s = 0; s < 256; ++s)
+      for (int64_t c = 0; c < codes; ++c) {
+        SCOPED_TRACE(::testing::Message() << "code " << c << " scale " << s);
+        ASSERT_TRUE(same_value(reference_value(t, uint8_t(c), uint8_t(s)),
+                               out[size_t(s * width + c)], true));
+      }
+  }
+}
+
+// V scales along the keys: one scale per element, element d of row s scaled by (s + d) % 256, so
+// that the rows together pair every code with every scale.
+TEST_P(RowDecoding, ConvertRowsWithOneScalePerElement) {
+  const cpu::FastKernels& kernels = cpu::fast_kernels(GetParam());
+  std::vector<uint8_t> cycle(512);
+  for (size_t i = 0; i < cycle.size(); ++i) cycle[i] = uint8_t(i % 256);
+  for (DType t : kMxTypes) {
+    SCOPED_TRACE(name_of(t));
+    const int64_t codes = code_count(t);
+    // Every code at every element position modulo 256: whole cycles of codes across the row.
+    const int64_t width = 256;
+    std::vector<uint8_t> pattern(static_cast<size_t>(width));
+    for (int64_t d = 0; d < width; ++d) pattern[size_t(d)] = uint8_t(d % codes);
+    const std::vector<uint8_t> row = pack_row(t, pattern, width);
+    std::vector<cpu::RowSource> sources(256);
+    for (int s = 0; s < 256; ++s) sources[size_t(s)] = {row.data(), cycle.data() + s};
+    const cpu::RowTables tables(t);
+    std::vector<float> out(size_t(256 * width));
+    kernels.convert_rows(tables.format(width, 1, 1, 1), sources.data(), 256, out.data(), width);
+    for (int s = 0; s < 256; ++s)
+      for (int64_t d = 0; d < width; ++d) {
+        const uint8_t code = pattern[size_t(d)], scale = uint8_t((s + d) % 256);
+        SCOPED_TRACE(::testing::Message() << "code " << int(code) << " scale " << int(scale));
+        ASSERT_TRUE(same_value(reference_value(t, code, scale), out[size_t(s * width + d)], true));
+      }
+  }
+}
+
+// The kernels that read FP8 rows directly, in the sets that have them. 32 keys share a scale; key j
+// holds code c0 + j at element j and zero codes elsewhere, so that a NaN or an infinity stays in
+// its own column. Query row i is the unit vector of element i: score (i, j) is key j's element i.
+// With every weight 1, output column j is key j's element j plus zeros.
+class DirectRowDecoding : public ::testing::TestWithParam<cpu::SimdIsa> {};
+
+TEST_P(DirectRowDecoding, EveryFp8CodeAndScale) {
+  const cpu::FastKernels& kernels = cpu::fast_kernels(GetParam());
+  constexpr int64_t kKeys = 32, kWidth = 32;
+  // Even/odd order of the queries: element 2m at m, element 2m + 1 at 16 + m.
+  alignas(64) float q[kKeys * kWidth] = {};
+  for (int64_t i = 0; i < kKeys; ++i) q[i * kWidth + (i % 2) * 16 + i / 2] = 1.0f;
+  std::vector<float> weights(static_cast<size_t>(kKeys), 1.0f);
+  const float rescale = 1.0f;
+  for (DType t : {DType::e4m3, DType::e5m2}) {
+    SCOPED_TRACE(name_of(t));
+    const cpu::RowTables tables(t);
+    const cpu::RowFormat format = tables.format(kWidth, 1, 32, 1);
+    std::vector<uint8_t> rows(static_cast<size_t>(kKeys * kWidth));
+    std::vector<cpu::RowSource> sources(static_cast<size_t>(kKeys));
+    for (int scale = 0; scale < 256; ++scale) {
+      const uint8_t block_scale = uint8_t(scale);
+      for (int c0 = 0; c0 < 256; c0 += kKeys) {
+        SCOPED_TRACE(::testing::Message() << "scale " << scale << " codes from " << c0);
+        std::fill(rows.begin(), rows.end(), uint8_t(0));
+        for (int64_t j = 0; j < kKeys; ++j) {
+          rows[size_t(j * kWidth + j)] = uint8_t(c0 + j);
+          sources[size_t(j)] = {rows.data() + j * kWidth, &block_scale};
+        }
+        const cpu::RowStream stream{sources.data(), kKeys, 1, nullptr, 0};
+        std::vector<float> scores(static_cast<size_t>(kKeys * kKeys));
+        kernels.scores_from_rows(format, stream, q, kWidth, kKeys, scores.data(), kKeys);
+        alignas(64) float out[kWidth] = {};
+        kernels.accumulate_from_rows(format, stream, weights.data(), kKeys, &rescale, 1, out,
+                                     kWidth);
+        for (int64_t i = 0; i < kKeys; ++i) {
+          const float value = reference_value(t, uint8_t(c0 + i), block_scale);
+          ASSERT_TRUE(same_value(value, out[i], false)) << "output column " << i;
+          for (int64_t j = 0; j < kKeys; ++j) {
+            // Off the diagonal, 0 times key j's value: NaN when that is not finite.
+            const float key_value = reference_value(t, uint8_t(c0 + j), block_scale);
+            const float want = i == j ? value : std::isfinite(key_value) ? 0.0f : NAN;
+            ASSERT_TRUE(same_value(want, scores[size_t(i * kKeys + j)], false))
+                << "score of query " << i << " and key " << j;
+          }
+        }
+      }
+    }
+  }
+}
+
+std::string isa_test_name(const ::testing::TestParamInfo<cpu::SimdIsa>& param) {
+  return std::string(cpu::isa_name(param.param));
+}
+
+// The sets of this CPU with the kernels that read rows directly.
+std::vector<cpu::SimdIsa> direct_isas() {
+  std::vector<cpu::SimdIsa> isas;
+  for (cpu::SimdIsa isa : cpu::supported_isas()) {
+    if (cpu::fast_kernels(isa).scores_from_rows) isas.push_back(isa);
+  }
+  return isas;
+}
+
+INSTANTIATE_TEST_SUITE_P(KernelSets, RowDecoding, ::testing::ValuesIn(cpu::supported_isas()),
+                         isa_test_name);
+INSTANTIATE_TEST_SUITE_P(KernelSets, DirectRowDecoding, ::testing::ValuesIn(direct_isas()),
+                         isa_test_name);
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(DirectRowDecoding);
+
+}  // namespace
+}  // namespace mxattn::test
