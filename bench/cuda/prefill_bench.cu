@@ -17,35 +17,11 @@
 #include <string>
 #include <vector>
 
+#include "bench_common.cuh"
 #include "mxattn/attention.h"
 #include "mxattn/cuda_prefill.h"
 
 namespace {
-
-#define CHECK_CUDA(call)                                                                          \
-  do {                                                                                            \
-    const cudaError_t e_ = (call);                                                                \
-    if (e_ != cudaSuccess) {                                                                      \
-      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                               \
-    }                                                                                             \
-  } while (0)
-
-void check_status(const mxattn::Status& st, const char* what) {
-  if (!st) {
-    std::fprintf(stderr, "%s: %s\n", what, st.message().c_str());
-    std::exit(1);
-  }
-}
-
-__device__ uint32_t device_hash(uint64_t x) {
-  x ^= x >> 33;
-  x *= 0xff51afd7ed558ccdull;
-  x ^= x >> 33;
-  x *= 0xc4ceb9fe1a85ec53ull;
-  x ^= x >> 33;
-  return uint32_t(x);
-}
 
 // Roughly normal bf16 values (a sum of four uniforms), never zero tensors: zeros run faster.
 __global__ void fill_normal_bf16(uint16_t* data, int64_t count, uint64_t seed) {
