@@ -21,7 +21,7 @@ OUT="${OUT:-$PWD/out}"
 BUILD="${BUILD:-build/device}"
 WORK="$(mktemp -d)"
 JOBS="$(nproc)"
-SECTIONS=(build gpu_tests sanitizer decode_bench prefill_bench python dist cpu_bench)
+SECTIONS=(build gpu_tests prefill_bench decode_bench sanitizer dist python cpu_bench)
 DECODE_FILTER='KvTypes/CudaDecodeSanitized.*:CudaDecode.RowsThatSeeNothing*:CudaDecode.GraphReplay*:CudaKvFormat.E8m0*'
 PREFILL_FILTER='Types/CudaPrefillSanitized.*:CudaPrefill.RowsThatSeeNothing*'
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
@@ -59,7 +59,7 @@ section_gpu_tests() {
     echo "the first GPU test timed out: skipping the GPU sections"
     return 1
   fi
-  ctest --test-dir "$BUILD" -L gpu --output-on-failure -j 4 --timeout 240
+  ctest --test-dir "$BUILD" -L gpu --output-on-failure -j 4 --timeout 120
 }
 
 section_sanitizer() {
@@ -150,16 +150,36 @@ if cpu:
 EOF
 }
 
+# One section, in a shell of its own (the main loop below runs each one under the deadline).
+if [ "${1:-}" = "--one" ]; then
+  WORK="$2"
+  [ -f "$WORK/hung" ] && HUNG=1
+  "section_$3"
+  rc=$?
+  [ "$HUNG" -eq 1 ] && touch "$WORK/hung"
+  exit $rc
+fi
+
+# The device tool stops a command at its limit and returns only what is under $OUT then: every
+# section runs under what is left of DEADLINE seconds (default 570), so the summary and the
+# results are always written. A section with under 20 s left is skipped.
+DEADLINE="${DEADLINE:-570}"
 selected=("$@")
 [ ${#selected[@]} -eq 0 ] && selected=("${SECTIONS[@]}")
 declare -A status
 for name in "${selected[@]}"; do
   start=$SECONDS
-  echo "== $name (t=${SECONDS}s)"
-  # Sections run in this shell: the build sets what later ones use, gpu_tests sets HUNG.
-  if "section_$name" >"$WORK/$name.log" 2>&1; then status[$name]=ok; else status[$name]=FAILED; fi
+  left=$((DEADLINE - SECONDS - 15))
+  echo "== $name (t=${SECONDS}s, ${left} s left)"
+  if [ "$left" -lt 20 ]; then status[$name]=SKIPPED; echo "   skipped: out of time"; continue; fi
+  if BUILD="$BUILD" timeout -k 5 "$left" bash "$0" --one "$WORK" "$name" >"$WORK/$name.log" 2>&1; then
+    status[$name]=ok
+  else
+    status[$name]="FAILED (exit $?)"
+  fi
   echo "   ${status[$name]} in $((SECONDS - start)) s; last lines:"
   tail -n 8 "$WORK/$name.log" | sed 's/^/   | /'
+  tar czf "$OUT/results.tgz" -C "$WORK" . 2>/dev/null || true
 done
 {
   echo "== sections"
