@@ -2,7 +2,7 @@
 // FMA loop runs at) for prefill, and the bandwidth of a streaming read for decode. Prints a table
 // and, with --json FILE, writes the same numbers as JSON.
 //
-//   mxattn_bench_cpu [--threads N] [--reps N] [--isa portable|avx2|avx512|avx512_vbmi]
+//   mxattn_bench_cpu [--threads N] [--reps N] [--isa portable|avx2|avx512|avx512_vbmi|avx512_amx]
 //                    [--case TEXT] [--json FILE]
 // --case runs only the cases whose name contains TEXT.
 #include <omp.h>
@@ -334,10 +334,10 @@ int main(int argc, char** argv) {
         return 2;
       }
     } else {
-      std::cerr
-          << "usage: " << argv[0]
-          << " [--threads N] [--reps N] [--isa portable|avx2|avx512|avx512_vbmi] [--case TEXT]"
-             " [--json FILE]\n";
+      std::cerr << "usage: " << argv[0]
+                << " [--threads N] [--reps N] [--isa portable|avx2|avx512|avx512_vbmi|avx512_amx] "
+                   "[--case TEXT]"
+                   " [--json FILE]\n";
       return 2;
     }
   }

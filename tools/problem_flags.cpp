@@ -61,6 +61,8 @@ ProblemFlags::ProblemFlags(FlagParser& flags, workload::Config* config)
   flags.add_string("split-kv", &split_kv_, "N|auto", "splits per query tile");
   flags.add_int("tile-m", &tile_m_, "query rows per tile (0: the engine's choice)");
   flags.add_int("tile-n", &tile_n_, "keys per key tile (0: the engine's choice)");
+  flags.add_int("split-target", &split_target_,
+                "--split-kv auto: key tiles per split (0: the engine's choice)");
   flags.add_bool("early-exit", &c.early_exit, "leave splits past the exact count unwritten");
   flags.add_bool("return-lse", &c.return_lse, "also compute the log-sum-exp");
   flags.add_choice("q-format", &c.q_format, input_formats(), "storage of Q");
@@ -105,6 +107,9 @@ std::optional<int> ProblemFlags::finish(const FlagParser& flags) {
   c.block_k = int32_t(block_k_);
   c.tile_m = int32_t(tile_m_);
   c.tile_n = int32_t(tile_n_);
+  if (split_target_ < 0 || split_target_ > 1'000'000)
+    return flags.usage_error("--split-target must be in [0, 1000000] (0: the engine's choice)");
+  c.auto_target = int32_t(split_target_);
   c.seed = uint64_t(seed_);
   if (split_kv_ == "auto") {
     c.split_kv = 0;

@@ -25,7 +25,7 @@ class ProblemFlags {
  private:
   workload::Config* config_;
   int64_t batch_, seq_q_, seq_k_, heads_q_, heads_kv_, dim_qk_, dim_v_, window_, page_size_;
-  int64_t block_q_, block_k_, tile_m_ = 0, tile_n_ = 0;
+  int64_t block_q_, block_k_, tile_m_ = 0, tile_n_ = 0, split_target_ = 0;
   int64_t seed_;
   std::string split_kv_ = "auto";
   std::vector<int64_t> prefix_offset_, kv_len_;

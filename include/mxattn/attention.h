@@ -56,6 +56,9 @@ struct SplitOptions {
   int32_t tile_m = 0;    // query rows per tile; 0 = the engine's choice
   int32_t tile_n = 0;    // keys per key tile; 0 = the engine's choice
   bool early_exit = false;  // leave splits >= the exact count unwritten
+  // split_kv = auto: key tiles per split (SPEC 3's fixed target); 0 = the engine's choice. Give
+  // the same value to two engines to compare their partials split by split.
+  int32_t auto_target = 0;
   // Optional outputs of the partials: O_s f32 [S, B, Sq, Hq, Dv], L_s f32 [S, B, Hq, Sq] and the exact
   // per-row counts int32 [B, Hq, Sq], where S is at least the largest split count of the plan.
   TensorView partial_o;

@@ -1,5 +1,5 @@
-// The split plan of a validated problem: tile sizes resolved, and each query tile's key-tile run and
-// split count, from the rules of split_plan.h. Used by every engine and by `mxattn plan`.
+// The split plan of a validated problem: tile sizes resolved, and each query tile's key-tile run
+// and split count, from the rules of split_plan.h. Used by every engine and by `mxattn plan`.
 #pragma once
 
 #include <cstdint>
@@ -9,11 +9,15 @@
 
 namespace mxattn::core {
 
-// Resolves the user's SplitOptions against an engine's default tile sizes. With a sparse layout the
-// key tile is the sparse block (tile_n = block_k) and a query tile never spans two query blocks.
-inline SplitParams resolve_split(const Problem& p, int64_t default_tile_m, int64_t default_tile_n) {
+// Resolves the user's SplitOptions against an engine's default tile sizes and its fixed auto-split
+// target (key tiles per split). With a sparse layout the key tile is the sparse block
+// (tile_n = block_k) and a query tile never spans two query blocks.
+inline SplitParams resolve_split(
+    const Problem& p, int64_t default_tile_m, int64_t default_tile_n,
+    int64_t target_tiles_per_split = SplitParams{}.target_tiles_per_split) {
   SplitParams s;
   const SplitOptions& o = p.args.split;
+  s.target_tiles_per_split = o.auto_target > 0 ? o.auto_target : target_tiles_per_split;
   s.tile_m = o.tile_m > 0 ? o.tile_m : default_tile_m;
   s.tile_n = o.tile_n > 0 ? o.tile_n : default_tile_n;
   s.split_kv = o.split_kv;
@@ -33,10 +37,10 @@ struct QueryTile {
   int64_t row_first = 0;
   int64_t row_last = 0;
   Visibility vis;
-  TileRun run;                  // positions of its key tiles
+  TileRun run;                    // positions of its key tiles
   const int32_t* cols = nullptr;  // sparse: key block of each position; dense: nullptr
-  int64_t splits = 1;           // split_kv of this tile (auto resolved)
-  int64_t count = 0;            // exact valid-split count
+  int64_t splits = 1;             // split_kv of this tile (auto resolved)
+  int64_t count = 0;              // exact valid-split count
 
   // First key of the tile at list position `pos` (block index times tile size).
   int64_t key_tile(int64_t pos) const { return cols ? cols[pos] : pos; }

@@ -508,6 +508,9 @@ Status check_split(const SplitOptions& o, const Problem& p) {
   if (o.tile_n < 0) {
     return invalid("tile_n must be >= 0 (0: the engine's choice), found ", o.tile_n);
   }
+  if (o.auto_target < 0) {
+    return invalid("auto_target must be >= 0 (0: the engine's choice), found ", o.auto_target);
+  }
   int64_t slots = -1;
   if (o.partial_o.given()) {
     slots = o.partial_o.shape[0];

@@ -32,10 +32,19 @@ constexpr int64_t kPad = 16;
 constexpr int64_t kFewRows = 8;
 // K and V tiles of a group of KV heads stay within this many f32 (half of a 2 MiB L2).
 constexpr int64_t kGroupScratchFloats = int64_t(1) << 18;
-// The kernels that read K and V rows directly work on whole blocks of 32 elements.
+// The kernels that read K and V rows directly work on whole blocks of 32 elements, and the AMX
+// kernels on 64-byte tile rows of 32 bf16; the AMX kernels' weight scratch holds 32 rows.
 constexpr int64_t kDirectBlock = 32;
-// Query tiles with the same key tiles are merged up to this many packed rows.
+constexpr int64_t kTileBf16 = 32;
+constexpr int64_t kAmxBlockRows = 32;
+// The AMX kernels take consecutive key tiles whose keys follow on from each other as one step of
+// up to this many keys: every step reads and writes the whole output tile, which then happens
+// once per 128 keys instead of once per key tile.
+constexpr int64_t kAmxStepKeys = 128;
+// Query tiles with the same key tiles are merged up to this many packed rows; the AMX kernels,
+// whose K and V packing is shared by every row of a tile, take twice as many.
 constexpr int64_t kMaxPackedRows = 256;
+constexpr int64_t kMaxAmxPackedRows = 512;
 // A split's key tiles are cut into pieces of at most this many, each its own work item, merged
 // afterwards: one long sequence then keeps every thread busy. The cut depends only on the tile's
 // own key count, so results do not depend on the batch or the thread count.
@@ -45,15 +54,22 @@ int64_t round_up(int64_t x, int64_t m) {
   return core::ceil_div(x, m) * m;
 }
 
-// f32 scratch aligned to a cache line.
+// Scratch aligned to a cache line.
+template <class T>
 struct AlignedDelete {
-  void operator()(float* p) const { ::operator delete[](p, std::align_val_t(64)); }
+  void operator()(T* p) const { ::operator delete[](p, std::align_val_t(64)); }
 };
-using Floats = std::unique_ptr<float[], AlignedDelete>;
+template <class T>
+using Aligned = std::unique_ptr<T[], AlignedDelete<T>>;
+template <class T>
+Aligned<T> zeroed(int64_t n) {
+  T* p = static_cast<T*>(::operator new[](size_t(n) * sizeof(T), std::align_val_t(64)));
+  std::fill(p, p + n, T(0));
+  return Aligned<T>(p);
+}
+using Floats = Aligned<float>;
 Floats zeroed_floats(int64_t n) {
-  float* p = static_cast<float*>(::operator new[](size_t(n) * sizeof(float), std::align_val_t(64)));
-  std::fill(p, p + n, 0.0f);
-  return Floats(p);
+  return zeroed<float>(n);
 }
 
 struct PackedTile {
@@ -106,6 +122,12 @@ bool few_rows_per_head(const core::Problem& p, const core::SplitParams& split) {
   return std::min(split.tile_m, p.seq_q) <= kFewRows;
 }
 
+// Whether the many-row tiles run on the AMX kernels: the set has them and Q, K and V are bf16.
+bool amx_tiles(const FastKernels& kernels, const core::Problem& p, const core::SplitParams& split) {
+  return kernels.attend_bf16 && !few_rows_per_head(p, split) && p.args.q.dtype == DType::bf16 &&
+         p.args.k.dtype == DType::bf16 && p.args.v.dtype == DType::bf16;
+}
+
 // GQA packing and KV-head groups need every head to have the same key tiles: always true dense,
 // and with a sparse layout broadcast over heads.
 bool heads_share_key_tiles(const core::Problem& p) {
@@ -152,7 +174,8 @@ bool merge_tiles(std::vector<core::QueryTile>& merged, const std::vector<core::Q
   return true;
 }
 
-Plan make_plan(const core::Problem& p, const core::SplitParams& split, int threads) {
+Plan make_plan(const core::Problem& p, const core::SplitParams& split, int threads,
+               int64_t max_packed_rows) {
   Plan plan;
   const bool shared_tiles = heads_share_key_tiles(p);
   const int64_t pack = shared_tiles ? p.group : 1;
@@ -177,7 +200,7 @@ Plan make_plan(const core::Problem& p, const core::SplitParams& split, int threa
       int64_t end = t + 1;
       while (end < q_tiles &&
              pack * (by_tile[size_t(end)][0].row_last - merged[0].row_first + 1) <=
-                 kMaxPackedRows &&
+                 max_packed_rows &&
              merge_tiles(merged, by_tile[size_t(end)])) {
         ++end;
       }
@@ -321,7 +344,9 @@ class RowGather {
 // What the per-thread scratch holds, for the largest tile group of the plan.
 struct ScratchShape {
   int64_t heads = 1, rows_padded = 0, tile_n = 0, dim_qk_padded = 0, dim_v_padded = 0;
-  bool row_tiles = true;  // f32 K and V tiles (not when the kernels read the rows directly)
+  bool row_tiles = true;    // f32 K and V tiles (not when the kernels read the rows directly)
+  bool bf16_tiles = false;  // the AMX kernels' operands and scratch
+  int64_t keys_padded() const { return round_up(tile_n, kTileBf16); }  // tile_n: keys per step
 };
 
 // Per-thread scratch: K and V tiles, queries and softmax state of each head of a tile group.
@@ -341,7 +366,13 @@ class Scratch {
         q_row(size_t(s.dim_qk_padded)),
         q_(zeroed_floats(s.heads * s.rows_padded * s.dim_qk_padded)),
         out_(zeroed_floats(s.heads * s.rows_padded * s.dim_v_padded)),
-        row_state_(zeroed_floats(s.heads * s.rows_padded * kRowArrays)) {}
+        row_state_(zeroed_floats(s.heads * s.rows_padded * kRowArrays)),
+        bf16_q_(zeroed<uint16_t>(s.bf16_tiles ? s.heads * s.rows_padded * s.dim_qk_padded : 0)),
+        packed_keys(zeroed<uint32_t>(s.bf16_tiles ? s.dim_qk_padded / 2 * s.keys_padded() : 0)),
+        packed_values(zeroed<uint32_t>(s.bf16_tiles ? s.keys_padded() / 2 * s.dim_v_padded : 0)),
+        block_scores(zeroed_floats(s.bf16_tiles ? kAmxBlockRows * s.keys_padded() : 0)),
+        weights_high(zeroed<uint16_t>(s.bf16_tiles ? kAmxBlockRows * s.keys_padded() : 0)),
+        weights_low(zeroed<uint16_t>(s.bf16_tiles ? kAmxBlockRows * s.keys_padded() : 0)) {}
 
   // The queries and softmax state of head k of a group: rows_padded rows each.
   struct Head {
@@ -363,6 +394,11 @@ class Scratch {
             state + 3 * rows};
   }
 
+  // Head k's queries as bf16, for the AMX kernels: rows_padded rows of dim_qk_padded.
+  uint16_t* bf16_queries(int64_t k) {
+    return bf16_q_.get() + k * shape_.rows_padded * shape_.dim_qk_padded;
+  }
+
  private:
   static constexpr int64_t kRowArrays = 4;
   ScratchShape shape_;
@@ -375,6 +411,13 @@ class Scratch {
 
  private:
   Floats q_, out_, row_state_;
+  Aligned<uint16_t> bf16_q_;
+
+ public:
+  // The AMX kernels' K and V operands of the current tile and head, and their scratch.
+  Aligned<uint32_t> packed_keys, packed_values;
+  Floats block_scores;
+  Aligned<uint16_t> weights_high, weights_low;
 };
 
 class FastEngine {
@@ -384,14 +427,20 @@ class FastEngine {
         p_(p),
         split_(split),
         threads_(thread_count(threads)),
-        plan_(make_plan(p, split, threads_)),
+        plan_(make_plan(p, split, threads_,
+                        amx_tiles(kernels_, p, split) ? kMaxAmxPackedRows : kMaxPackedRows)),
         keys_(p, false),
         values_(p, true),
         few_rows_(few_rows_per_head(p, split)),
         direct_(few_rows_ && kernels_.scores_from_rows && keys_.direct() && values_.direct()),
+        amx_(amx_tiles(kernels_, p, split)),
         rows_padded_(round_up(plan_.max_rows, kPad)),
-        dim_qk_padded_(round_up(p.dim_qk, direct_ ? kDirectBlock : kPad)),
-        dim_v_padded_(round_up(p.dim_v, direct_ ? kDirectBlock : kPad)) {}
+        dim_qk_padded_(round_up(p.dim_qk, direct_ ? kDirectBlock
+                                          : amx_  ? kTileBf16
+                                                  : kPad)),
+        dim_v_padded_(round_up(p.dim_v, direct_ ? kDirectBlock
+                                        : amx_  ? kTileBf16
+                                                : kPad)) {}
 
   void run() {
     std::unique_ptr<PartialStore> partials;
@@ -425,10 +474,11 @@ class FastEngine {
     ScratchShape s;
     s.heads = plan_.max_group_tiles;
     s.rows_padded = rows_padded_;
-    s.tile_n = split_.tile_n;
+    s.tile_n = amx_ ? std::max(split_.tile_n, kAmxStepKeys) : split_.tile_n;
     s.dim_qk_padded = dim_qk_padded_;
     s.dim_v_padded = dim_v_padded_;
-    s.row_tiles = !direct_;
+    s.row_tiles = !direct_ && !amx_;
+    s.bf16_tiles = amx_;
     return s;
   }
 
@@ -480,8 +530,9 @@ class FastEngine {
   void store_final_row(const PackedTile& t, int64_t r, const float* o, float lse) const {
     const TensorView& out = p_.args.o;
     const RowAt at = row_at(t, r);
+    const int64_t row = core::offset_of(out, t.q.b, at.i, at.h, 0);
     for (int64_t d = 0; d < p_.dim_v; ++d) {
-      core::store_float(out, core::offset_of(out, t.q.b, at.i, at.h, d), o ? o[d] : 0.0f);
+      core::store_float(out, row + d * out.stride[3], o ? o[d] : 0.0f);
     }
     if (p_.args.lse.given()) {
       float* lse_out = static_cast<float*>(p_.args.lse.data);
@@ -502,8 +553,23 @@ class FastEngine {
   }
 
   // Q rows of the tile, times scale * log2(e): row-major for the few-row kernels (in even/odd
-  // order for those that read K rows directly), else transposed.
-  void pack_queries(const PackedTile& t, float* q, Scratch& sc) const {
+  // order for those that read K rows directly), else transposed. The AMX kernels take them bf16
+  // row-major, negated where the scale is negative (exact), and scale the scores by |scale|.
+  void pack_queries(const PackedTile& t, float* q, uint16_t* q_bf16, Scratch& sc) const {
+    if (amx_) {
+      std::fill(q_bf16, q_bf16 + rows_padded_ * dim_qk_padded_, uint16_t(0));
+      const uint16_t sign = p_.scale < 0 ? uint16_t(0x8000) : uint16_t(0);
+      const TensorView& view = p_.args.q;
+      const uint16_t* data = static_cast<const uint16_t*>(view.data);
+      for (int64_t r = 0; r < t.rows(); ++r) {
+        const RowAt at = row_at(t, r);
+        const uint16_t* row = data + core::offset_of(view, t.q.b, at.i, at.h, 0);
+        for (int64_t d = 0; d < p_.dim_qk; ++d) {
+          q_bf16[r * dim_qk_padded_ + d] = row[d * view.stride[3]] ^ sign;
+        }
+      }
+      return;
+    }
     std::fill(q, q + rows_padded_ * dim_qk_padded_, 0.0f);
     const float factor = p_.scale * kLog2e;
     for (int64_t r = 0; r < t.rows(); ++r) {
@@ -571,6 +637,40 @@ class FastEngine {
     }
   }
 
+  // One key tile of `keys` keys (located in sc) for head k of a group, packed rows
+  // [r0, r0 + row_count), through the AMX kernels.
+  void amx_step(Scratch& sc, int64_t k, int64_t heads, int64_t keys, int64_t r0, int64_t row_count,
+                bool all_visible) const {
+    const int64_t keys_padded = round_up(std::max(split_.tile_n, kAmxStepKeys), kTileBf16);
+    kernels_.pack_bf16_keys(keys_.format(), sc.key_sources.data() + k, heads, keys, keys_padded,
+                            dim_qk_padded_, sc.packed_keys.get());
+    kernels_.pack_bf16_values(values_.format(), sc.value_sources.data() + k, heads, keys,
+                              dim_v_padded_, sc.packed_values.get());
+    const Scratch::Head h = sc.head(k);
+    Bf16TileStep step;
+    step.q = sc.bf16_queries(k) + r0 * dim_qk_padded_;
+    step.q_stride = dim_qk_padded_;
+    step.row_count = row_count;
+    step.keys = sc.packed_keys.get();
+    step.values = sc.packed_values.get();
+    step.key_count = keys;
+    step.keys_padded = keys_padded;
+    step.dim_qk_padded = dim_qk_padded_;
+    step.dim_v_padded = dim_v_padded_;
+    step.score_scale = std::fabs(p_.scale) * kLog2e;
+    step.first = all_visible ? nullptr : sc.first.get() + r0;
+    step.last = sc.last.get() + r0;
+    step.row_max = h.row_max + r0;
+    step.row_sum = h.row_sum + r0;
+    step.rescale = h.rescale + r0;
+    step.out = h.out + r0 * dim_v_padded_;
+    step.out_stride = dim_v_padded_;
+    step.scores = sc.block_scores.get();
+    step.weights_high = sc.weights_high.get();
+    step.weights_low = sc.weights_low.get();
+    kernels_.attend_bf16(step);
+  }
+
   void run_item(const WorkItem& item, Scratch& sc) const {
     const TileGroup& g = plan_.groups[size_t(item.group)];
     // The tiles of a group differ only in their heads.
@@ -580,7 +680,7 @@ class FastEngine {
     const int64_t tile_rows = lead.q.row_last - lead.q.row_first + 1;
     for (int64_t k = 0; k < g.count; ++k) {
       const Scratch::Head h = sc.head(k);
-      pack_queries(plan_.tiles[size_t(g.first + k)], h.q, sc);
+      pack_queries(plan_.tiles[size_t(g.first + k)], h.q, sc.bf16_queries(k), sc);
       std::fill(h.out, h.out + rows_padded_ * dim_v_padded_, 0.0f);
       std::fill(h.row_max, h.row_max + rows_padded_, -INFINITY);
       std::fill(h.row_sum, h.row_sum + rows_padded_, 0.0f);
@@ -603,8 +703,14 @@ class FastEngine {
     // located one tile ahead, in the second pair of buffers.
     int64_t located = -1;  // the position whose rows the current buffers hold
     for (int64_t pos = item.first; pos < end; ++pos) {
-      const auto [first, last] = span_at(pos);
+      auto [first, last] = span_at(pos);
       if (last < first) continue;
+      while (amx_ && pos + 1 < end) {
+        const KeySpan next = span_at(pos + 1);
+        if (next.first != last + 1 || next.last - first + 1 > kAmxStepKeys) break;
+        last = next.last;
+        ++pos;
+      }
       const int64_t keys = last - first + 1;
       // Bounds are monotone in the row, so the first row's hi and the last row's lo decide whether
       // every row sees the whole key range.
@@ -638,6 +744,13 @@ class FastEngine {
         continue;
       }
       const int64_t r0 = range.begin, row_count = range.end - range.begin;
+      if (amx_) {
+        locate(b, hk, heads, first, keys, sc.key_sources, sc.value_sources);
+        for (int64_t k = 0; k < heads; ++k) {
+          amx_step(sc, k, heads, keys, r0, row_count, all_visible);
+        }
+        continue;
+      }
       const int64_t key_stride = heads * dim_qk_padded_, value_stride = heads * dim_v_padded_;
       keys_.gather(kernels_, b, hk, heads, first, keys, sc.key_sources.data(), sc.keys.get(),
                    dim_qk_padded_);
@@ -730,6 +843,8 @@ class FastEngine {
   bool few_rows_;  // scores_by_dim_lanes, with Q packed row-major
   // The few-row kernels that read K and V rows directly, where the set has them and takes both.
   bool direct_;
+  // The many-row kernels of the AMX tile unit, where the set has them and Q, K, V are bf16.
+  bool amx_;
   int64_t rows_padded_, dim_qk_padded_, dim_v_padded_;
   const CombineArgs* partial_views_ = nullptr;
   Floats piece_o_, piece_lse_;

@@ -5,6 +5,10 @@
 #if defined(MXATTN_CPU_X86)
 #include <cpuid.h>
 #endif
+#if defined(MXATTN_CPU_X86) && defined(__linux__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 namespace mxattn::cpu {
 
@@ -14,6 +18,31 @@ namespace {
 bool cpu_has_f16c() {
   unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
   return __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C) != 0;
+}
+
+// The tile unit with bf16 products (CPUID leaf 7: AMX-TILE and AMX-BF16 in EDX, AVX512-BF16 in
+// subleaf 1 EAX for the weight conversions), its state enabled by the OS in XCR0 (XTILECFG and
+// XTILEDATA), and, on Linux, this process's permission to use it: Linux 5.16 and later hand the
+// 8 KiB of tile state only to processes that ask (arch_prctl ARCH_REQ_XCOMP_PERM), and fault any
+// tile instruction before that.
+bool cpu_has_amx_bf16() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (!__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx)) return false;
+  constexpr unsigned kAmxBf16 = 1u << 22, kAmxTile = 1u << 24;
+  if ((edx & kAmxBf16) == 0 || (edx & kAmxTile) == 0) return false;
+  if (!__get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx) || (eax & (1u << 5)) == 0) return false;
+  if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx) || (ecx & bit_OSXSAVE) == 0) return false;
+  unsigned xcr0_low = 0, xcr0_high = 0;
+  __asm__("xgetbv" : "=a"(xcr0_low), "=d"(xcr0_high) : "c"(0));
+  constexpr unsigned kTileState = (1u << 17) | (1u << 18);
+  if ((xcr0_low & kTileState) != kTileState) return false;
+#if defined(__linux__)
+  constexpr long kArchReqXcompPerm = 0x1023;
+  constexpr long kXfeatureXtiledata = 18;
+  return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+#else
+  return false;
+#endif
 }
 }  // namespace
 #endif
@@ -27,7 +56,12 @@ std::vector<SimdIsa> supported_isas() {
     if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
         __builtin_cpu_supports("avx512vl")) {
       isas.push_back(SimdIsa::avx512);
-      if (__builtin_cpu_supports("avx512vbmi")) isas.push_back(SimdIsa::avx512_vbmi);
+      if (__builtin_cpu_supports("avx512vbmi")) {
+        isas.push_back(SimdIsa::avx512_vbmi);
+        // Asked once: the permission is the process's, and the answer does not change.
+        static const bool amx = cpu_has_amx_bf16();
+        if (amx) isas.push_back(SimdIsa::avx512_amx);
+      }
     }
   }
 #endif
@@ -36,6 +70,8 @@ std::vector<SimdIsa> supported_isas() {
 
 std::string_view isa_name(SimdIsa isa) {
   switch (isa) {
+    case SimdIsa::avx512_amx:
+      return "avx512_amx";
     case SimdIsa::avx512_vbmi:
       return "avx512_vbmi";
     case SimdIsa::avx512:
@@ -50,6 +86,8 @@ std::string_view isa_name(SimdIsa isa) {
 const FastKernels& fast_kernels(SimdIsa isa) {
   switch (isa) {
 #if defined(MXATTN_CPU_X86)
+    case SimdIsa::avx512_amx:
+      return fast_kernels_avx512_amx();
     case SimdIsa::avx512_vbmi:
       return fast_kernels_avx512_vbmi();
     case SimdIsa::avx512:

@@ -11,8 +11,9 @@
 namespace mxattn::cpu {
 
 // avx512_vbmi: AVX-512 with the VBMI byte permutes (Ice Lake and later, Zen 4), which add the
-// few-row kernels that read bf16 and FP8 rows directly.
-enum class SimdIsa : uint8_t { portable, avx2, avx512, avx512_vbmi };
+// few-row kernels that read bf16 and FP8 rows directly. avx512_amx: those plus the AMX tile unit
+// (Sapphire Rapids and later), which adds the many-row kernels for bf16 Q, K and V.
+enum class SimdIsa : uint8_t { portable, avx2, avx512, avx512_vbmi, avx512_amx };
 
 // How the elements of a K or V row are stored.
 enum class RowElem : uint8_t {
@@ -57,6 +58,37 @@ struct RowStream {
   int64_t step = 1;
   const RowSource* next = nullptr;
   int64_t next_count = 0;
+};
+
+// One key tile of the AMX kernels for packed query rows [0, row_count). Keys and values come in
+// the layouts of pack_bf16_keys and pack_bf16_values; dims and key counts are padded to 32 (one
+// 64-byte tile row of bf16) with zeros.
+struct Bf16TileStep {
+  const uint16_t* q = nullptr;  // bf16 [row_count][q_stride], as given (not scaled)
+  int64_t q_stride = 0;
+  int64_t row_count = 0;  // a multiple of 16
+  const uint32_t* keys = nullptr;
+  const uint32_t* values = nullptr;
+  int64_t key_count = 0;
+  int64_t keys_padded = 0;  // the row stride of `keys` (in bf16 pairs) and of the scratch below
+  int64_t dim_qk_padded = 0;
+  int64_t dim_v_padded = 0;
+  // scale * log2(e), at least 0 (Q comes negated for a negative scale): the softmax works in log2
+  // units.
+  float score_scale = 1;
+  // As in softmax_step: key k of row r is masked out when k < first[r] or k > last[r]; null: none.
+  const float* first = nullptr;
+  const float* last = nullptr;
+  float* row_max = nullptr;
+  float* row_sum = nullptr;
+  float* rescale = nullptr;
+  float* out = nullptr;  // f32 [row_count][out_stride], dim_v_padded columns
+  int64_t out_stride = 0;
+  // Scratch of 32 rows x keys_padded: f32 scores, and the weights split into two bf16 parts
+  // (high + low is the f32 weight to 16 bits), so that the products with V keep f32 accuracy.
+  float* scores = nullptr;
+  uint16_t* weights_high = nullptr;
+  uint16_t* weights_low = nullptr;
 };
 
 // The tile computation. Scores are in log2 units (Q is packed pre-multiplied by scale * log2(e)).
@@ -117,6 +149,23 @@ struct FastKernels {
   void (*accumulate_from_rows)(const RowFormat& format, const RowStream& values, const float* s,
                                int64_t ld, const float* rescale, int64_t query_rows, float* out,
                                int64_t out_stride);
+
+  // The many-row kernels of the AMX tile unit, for bf16 rows; null in the sets without them.
+
+  // Keys rows[k * step], k < count, as the B operand of Q K^T: dst[(d / 2) * keys_padded + k]
+  // holds elements d and d + 1 of key k, for d < dim_padded and k < round_up(count, 32), zero past
+  // the row and past the last key.
+  void (*pack_bf16_keys)(const RowFormat& format, const RowSource* rows, int64_t step,
+                         int64_t count, int64_t keys_padded, int64_t dim_padded, uint32_t* dst);
+
+  // Values rows[k * step], k < count, as the B operand of P V: dst[(k / 2) * dim_padded + d]
+  // holds element d of keys k and k + 1, for k < round_up(count, 32), zero past the row and past
+  // the last key.
+  void (*pack_bf16_values)(const RowFormat& format, const RowSource* rows, int64_t step,
+                           int64_t count, int64_t dim_padded, uint32_t* dst);
+
+  // Scores, online softmax step and weights times values of one key tile (see Bf16TileStep).
+  void (*attend_bf16)(const Bf16TileStep& step);
 };
 
 // The kernel sets; each is defined in its own translation unit.
@@ -124,6 +173,7 @@ const FastKernels& fast_kernels_portable();
 const FastKernels& fast_kernels_avx2();
 const FastKernels& fast_kernels_avx512();
 const FastKernels& fast_kernels_avx512_vbmi();
+const FastKernels& fast_kernels_avx512_amx();
 
 // FP6 and FP4 rows for every kernel set's convert_rows: unpacked code by code with the shared
 // codecs (built with the portable set, where they may be included).

@@ -298,6 +298,7 @@ Status Workload::build(const Config& c, Workload* w, const Inputs& inputs) {
   a.split.split_kv = c.split_kv;
   a.split.tile_m = c.tile_m;
   a.split.tile_n = c.tile_n;
+  a.split.auto_target = c.auto_target;
   a.split.early_exit = c.early_exit;
   w->poison_outputs();
   return validate(a);

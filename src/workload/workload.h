@@ -43,6 +43,7 @@ struct Config {
   int32_t split_kv = 0;  // 0: auto
   int32_t tile_m = 0;
   int32_t tile_n = 0;
+  int32_t auto_target = 0;  // split_kv auto: key tiles per split; 0: the engine's choice
   bool early_exit = false;
 
   bool hadamard = false;  // rotate Q and K (producer side) before quantizing

@@ -13,6 +13,7 @@ namespace mxattn::test {
 namespace {
 
 constexpr uint64_t kConfigs = 200;
+constexpr uint64_t kBf16Configs = 100;
 
 // One reference run per problem, checked against every kernel set.
 TEST(FastEngine, MatchesReferenceOnRandomProblems) {
@@ -34,6 +35,31 @@ TEST(FastEngine, MatchesReferenceOnRandomProblems) {
   }
   // The sample must hold masked rows, or the exactness check above proves nothing.
   EXPECT_GT(empty_rows, 0);
+}
+
+// Q, K and V all bf16, with many rows per tile: the AMX kernels' problems, on every kernel set.
+TEST(FastEngine, MatchesReferenceOnBf16Problems) {
+  SpecRange range;
+  range.bf16_inputs = true;
+  range.max_seq_q = 120;
+  range.max_seq_k = 200;
+  for (uint64_t seed = 1; seed <= kBf16Configs; ++seed) {
+    Spec spec = random_spec(seed, range);
+    // The AMX kernels take |scale| and negate Q for a negative one.
+    if (seed % 5 == 0) spec.scale = -spec.scale.value_or(0.2f);
+    if (seed % 10 == 1) spec.scale = 0.0f;
+    SCOPED_TRACE(spec.describe());
+    TestProblem p(spec);
+    ASSERT_TRUE(p.run(Engine::cpu_reference).is_ok());
+    const Outputs want = p.outputs();
+    for (const CpuRunner& runner : fast_runners()) {
+      SCOPED_TRACE(runner.name());
+      ASSERT_TRUE(runner.run(p).is_ok());
+      const Outputs got = p.outputs();
+      ASSERT_TRUE(empty_rows_exact(p, got));
+      ASSERT_TRUE(outputs_close(want, got, spec.o_type));
+    }
+  }
 }
 
 // Engine::cpu_fast through the public API is the best kernel set of this CPU, bit for bit.

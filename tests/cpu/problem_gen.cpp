@@ -119,6 +119,7 @@ void fit_work(Spec& s, int64_t max_work) {
 }
 
 DType random_input_type(Rng& rng, const SpecRange& range) {
+  if (range.bf16_inputs) return DType::bf16;
   std::vector<DType> types = {DType::f32};
   if (range.low_precision) types.insert(types.end(), {DType::f16, DType::bf16});
   if (range.mx) {
@@ -291,9 +292,9 @@ std::string Spec::describe() const {
     << " k_mean=" << k_mean << " page_size=" << page_size << " spare_pages=" << spare_pages
     << " block_q=" << block_q << " block_k=" << block_k << " density=" << sparse_density
     << " sparse_per_b=" << sparse_per_batch << " sparse_per_h=" << sparse_per_head
-    << " split_kv=" << split_kv << " tile_m=" << tile_m << " tile_n=" << tile_n
-    << " early_exit=" << early_exit << " partials=" << partials << " counts=" << counts
-    << " strided=" << strided << " poison_padding=" << poison_padding;
+    << " split_kv=" << split_kv << " auto_target=" << auto_target << " tile_m=" << tile_m
+    << " tile_n=" << tile_n << " early_exit=" << early_exit << " partials=" << partials
+    << " counts=" << counts << " strided=" << strided << " poison_padding=" << poison_padding;
   return s.str();
 }
 
@@ -539,6 +540,7 @@ void TestProblem::build() {
     std::copy(data_.k_mean.begin(), data_.k_mean.end(), static_cast<float*>(a.k_mean.data));
   }
   a.split.split_kv = s.split_kv;
+  a.split.auto_target = s.auto_target;
   a.split.tile_m = s.tile_m;
   a.split.tile_n = s.tile_n;
   a.split.early_exit = s.early_exit;

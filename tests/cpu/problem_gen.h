@@ -58,7 +58,8 @@ struct Spec {
   bool sparse_per_batch = true;  // false: one layout broadcast over b
   bool sparse_per_head = true;   // false: one layout broadcast over h
 
-  int32_t split_kv = 1;  // 0: auto
+  int32_t split_kv = 1;     // 0: auto
+  int32_t auto_target = 0;  // 0: the engine's choice
   int32_t tile_m = 0;
   int32_t tile_n = 0;
   bool early_exit = false;
@@ -93,6 +94,7 @@ struct SpecRange {
   bool split = true;  // split_kv other than 1, tile sizes, partial outputs
   bool strided = true;
   bool k_mean = true;
+  bool bf16_inputs = false;  // Q, K and V all bf16 (the inputs of the AMX kernels)
 };
 
 Spec random_spec(uint64_t seed, const SpecRange& range = {});

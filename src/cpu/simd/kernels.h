@@ -359,6 +359,9 @@ constexpr FastKernels make_kernels(SimdIsa isa) {
   k.scores_from_rows = nullptr;
   k.softmax_by_rows = nullptr;
   k.accumulate_from_rows = nullptr;
+  k.pack_bf16_keys = nullptr;
+  k.pack_bf16_values = nullptr;
+  k.attend_bf16 = nullptr;
   return k;
 }
 

@@ -55,28 +55,33 @@ struct Avx512 {
 
   // Lane i of the result is the sum of the lanes of acc[i].
   static F reduce_lanes(const F* acc) {
-    // Each step adds the halves of pairs, so 16 vectors of 16 partial sums become 1 of 16 sums.
+    return fold_lanes(acc, [](F a, F b) { return _mm512_add_ps(a, b); });
+  }
+
+  // Lane i of the result is the lanes of acc[i] combined by `op` (associative and commutative).
+  template <class Op>
+  static F fold_lanes(const F* acc, Op op) {
+    // Each step combines the halves of pairs, so 16 vectors of 16 partial results become 1 of 16.
     F half[8];
     for (int i = 0; i < 8; ++i) {
       const F a = acc[2 * i], b = acc[2 * i + 1];
-      half[i] = _mm512_add_ps(_mm512_shuffle_f32x4(a, b, 0x44), _mm512_shuffle_f32x4(a, b, 0xEE));
+      half[i] = op(_mm512_shuffle_f32x4(a, b, 0x44), _mm512_shuffle_f32x4(a, b, 0xEE));
     }
     F quarter[4];
     for (int i = 0; i < 4; ++i) {
       const F a = half[2 * i], b = half[2 * i + 1];
-      quarter[i] =
-          _mm512_add_ps(_mm512_shuffle_f32x4(a, b, 0x88), _mm512_shuffle_f32x4(a, b, 0xDD));
+      quarter[i] = op(_mm512_shuffle_f32x4(a, b, 0x88), _mm512_shuffle_f32x4(a, b, 0xDD));
     }
     F eighth[2];
     for (int i = 0; i < 2; ++i) {
       const F a = quarter[2 * i], b = quarter[2 * i + 1];
-      eighth[i] = _mm512_add_ps(_mm512_shuffle_ps(a, b, 0x88), _mm512_shuffle_ps(a, b, 0xDD));
+      eighth[i] = op(_mm512_shuffle_ps(a, b, 0x88), _mm512_shuffle_ps(a, b, 0xDD));
     }
-    const F sums = _mm512_add_ps(_mm512_shuffle_ps(eighth[0], eighth[1], 0x88),
-                                 _mm512_shuffle_ps(eighth[0], eighth[1], 0xDD));
-    // The shuffles leave the sums in a fixed interleaved order; put each back in its lane.
+    const F folded = op(_mm512_shuffle_ps(eighth[0], eighth[1], 0x88),
+                        _mm512_shuffle_ps(eighth[0], eighth[1], 0xDD));
+    // The shuffles leave the results in a fixed interleaved order; put each back in its lane.
     const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
-    return _mm512_permutexvar_ps(order, sums);
+    return _mm512_permutexvar_ps(order, folded);
   }
 
   static F from_f16(const uint16_t* p) {
