@@ -87,6 +87,9 @@ def report(anchors, ours, plot_path):
         print(f"B{BATCH} H{HEADS} S{SEQ} {label:14} {r['tflops']:7.1f} {100 * r['tflops'] / rate:5.1f}% "
               f"{fmt(cudnn)} {ratio(cudnn)} {fmt(flash)} {ratio(flash)}")
         rows.append((label, r["tflops"], cudnn or 0.0, flash or 0.0))
+    for r in ours.get("sparse", []):
+        print(f"B{BATCH} H{HEADS} S{SEQ} D{r['dim']} block-sparse {100 * r['density']:.0f}% "
+              f"(blocks {r['block']}): {r['ms']:.3f} ms, {r['speedup_vs_dense']:.2f}x dense")
     if plot_path:
         import matplotlib
         matplotlib.use("Agg")

@@ -10,11 +10,15 @@
 // host synchronization, so a run can be captured in a CUDA graph.
 //
 // What the engine supports (anything else is refused by plan_prefill with ErrorCode::unsupported):
-// Q, K and V of one type, bf16 or f16; (Dqk, Dv) in {(64, 64), (128, 128), (256, 256), (192, 128)};
-// Q, K and V with a contiguous head dim, strides of 16-byte multiples and 16-byte aligned pointers
-// (what the bulk tensor copy engine reads); dense K/V (no paged cache), no block-sparse layout, no
-// k_mean; tile_m and tile_n left to the engine or equal to prefill_tiles(). O may be f32, f16 or
-// bf16 with any strides.
+// Q, K and V of one plain type, bf16 or f16, or MX types (every format, both V scale axes) with
+// bf16 for those that are not MX; (Dqk, Dv) in {(64, 64), (128, 128), (256, 256), (192, 128)};
+// dense or paged K/V; block-sparse layouts (the partition's key tile is then the layout's block);
+// K smoothing (k_mean); tile_m and tile_n left to the engine or equal to prefill_tiles(). O may be
+// f32, f16 or bf16 with any strides. Plain Q, K and V that the kernel reads in place need a
+// contiguous head dim, strides of 16-byte multiples and 16-byte aligned pointers (what the bulk
+// tensor copy engine reads). MX inputs are dequantized exactly into bf16 and paged K/V gathered
+// into dense buffers of the plan's workspace by a copy kernel before the attention kernel, so
+// the plan's workspace grows by those copies.
 #pragma once
 
 #include <cstdint>
@@ -32,6 +36,11 @@ struct PrefillTiles {
   int64_t tile_n = 0;
 };
 PrefillTiles prefill_tiles(int64_t dim_qk, int64_t dim_v);
+
+// The engine's auto split_kv target: key tiles per split (SPEC 3's fixed target). Prefill has
+// many query tiles to fill the GPU with, so it splits only long key runs: 32 tiles of 128 keys
+// (4096 keys) per split, where the decode engine splits every 8 tiles.
+inline constexpr int64_t kPrefillTargetTilesPerSplit = 32;
 
 class PrefillPlan {
  public:

@@ -52,12 +52,13 @@ __device__ __forceinline__ void store_tile(const PrefillParams& p, const CtaWork
   const auto o = rows_cols_view(acc);
   const auto c = rows_cols_view(coords);
   static_assert(decltype(size<0>(o))::value == kRows);
-  const bool final_out = w.writes_final();
-  const bool partial_out = w.writes_partial(p.write_all_partials);
 #pragma unroll
   for (int r = 0; r < kRows; ++r) {
-    const int64_t i = w.row_first + get<0>(c(r, 0));
-    if (i > w.row_last) continue;
+    const int tile_row = get<0>(c(r, 0));
+    const int64_t i = w.row_first + tile_row;
+    const bool final_out = w.writes_final(tile_row);
+    const bool partial_out = w.writes_partial(tile_row);
+    if (i > w.row_last || !(final_out || partial_out)) continue;
     const RowResult& row = rows[r];
     const int64_t o_row = w.b * p.o_stride[0] + i * p.o_stride[1] + w.h * p.o_stride[2];
     const int64_t part_row = w.split * p.part_o_stride[0] + w.b * p.part_o_stride[1] +

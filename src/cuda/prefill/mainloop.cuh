@@ -84,8 +84,8 @@ __device__ __forceinline__ auto tma_views(const Args& args, const CtaWork& w,
   return make_tuple(q_src, q_dst, k_src, k_dst, v_src, v_dst);
 }
 
-// The loader: Q, then K of the last tile, then each further K ahead of the V before it, in the
-// order the math warp groups consume them.
+// The loader: Q, then K of the last key step, then each further K ahead of the V of the step
+// before it, in the order the math warp groups consume them.
 template <class Traits, class Args>
 __device__ __forceinline__ void load_tiles(const Args& args, const CtaWork& w,
                                            typename Traits::SharedStorage& st) {
@@ -107,17 +107,22 @@ __device__ __forceinline__ void load_tiles(const Args& args, const CtaWork& w,
     copy(args.tma_v.with(reinterpret_cast<uint64_t&>(st.v_full[s.index]), 0, kKeep), v_src(_, n),
          v_dst(_, s.index));
   };
-  const int64_t last = w.tile_first + w.tile_count - 1;
+  const auto tile_at = [&](int64_t k) {
+    return key_step<Traits::kBlockM, Traits::kBlockN>(w, k).tile;
+  };
   RingState k_ring, v_ring;
-  load_k(last, k_ring);
+  int64_t next_v = tile_at(w.tile_count - 1);
+  load_k(next_v, k_ring);
   k_ring.advance<Traits::kStages>();
-  for (int64_t n = last - 1; n >= w.tile_first; --n) {
+  for (int64_t k = w.tile_count - 2; k >= 0; --k) {
+    const int64_t n = tile_at(k);
     load_k(n, k_ring);
     k_ring.advance<Traits::kStages>();
-    load_v(n + 1, v_ring);
+    load_v(next_v, v_ring);
     v_ring.advance<Traits::kStages>();
+    next_v = n;
   }
-  load_v(w.tile_first, v_ring);
+  load_v(next_v, v_ring);
 }
 
 // Zeroes V's key rows [first_row, kBlockN) of one stage (keys past kv_len), then makes the writes
@@ -175,9 +180,9 @@ __device__ __forceinline__ void compute_tiles(const PrefillParams& p, const CtaW
     __syncwarp();
     if (cute::elect_one_sync()) empty.arrive();
   };
-  const auto mask_and_softmax = [&](int64_t n, float(&rescale)[Softmax::kRowCount]) {
-    if (tile_needs_mask<kBlockN>(w, n))
-      mask_scores<kBlockM, kBlockN, TiledMmaQK>(acc_s, w, n, thread_idx);
+  const auto mask_and_softmax = [&](const KeyStep& step, float(&rescale)[Softmax::kRowCount]) {
+    if (tile_needs_mask<kBlockM, kBlockN>(w, step))
+      mask_scores<kBlockM, kBlockN, TiledMmaQK>(acc_s, w, step, thread_idx);
     softmax.step(acc_s, p.scale_log2, rescale);
   };
   const auto zero_past_kv_len = [&](int64_t n, const RingState& s) {
@@ -188,7 +193,6 @@ __device__ __forceinline__ void compute_tiles(const PrefillParams& p, const CtaW
     }
   };
 
-  const int64_t last = w.tile_first + w.tile_count - 1;
   // The first warp group goes first in the ping-pong.
   if (Traits::kSchedulerBarrier && warp_group == 0 && w.tile_count > 1) {
     cutlass::arch::NamedBarrier::arrive(256, kSchedulerBarrierBase);
@@ -196,29 +200,32 @@ __device__ __forceinline__ void compute_tiles(const PrefillParams& p, const CtaW
   st.q_full.wait(0);
   float rescale[Softmax::kRowCount];
   RingState ring;
+  KeyStep step = key_step<kBlockM, kBlockN>(w, w.tile_count - 1);
   st.k_full[ring.index].wait(ring.phase);
   issue_gemm<true>(mma_qk, q_frag, k_frag(_, _, _, ring.index), acc_s);
   warpgroup_wait<0>();
   warpgroup_fence_operand(acc_s);
   release(st.k_empty[ring.index]);
-  mask_and_softmax(last, rescale);
+  mask_and_softmax(step, rescale);
   round_pairs<Element>(acc_s, p_frag);
 
-  for (int64_t n = last - 1; n >= w.tile_first; --n) {
-    const RingState ring_v = ring;  // V of tile n + 1
-    ring.advance<kStages>();        // K of tile n
-    zero_past_kv_len(n + 1, ring_v);
+  for (int64_t k = w.tile_count - 2; k >= 0; --k) {
+    const RingState ring_v = ring;  // V of step k + 1
+    const int64_t tile_v = step.tile;
+    ring.advance<kStages>();  // K of step k
+    step = key_step<kBlockM, kBlockN>(w, k);
+    zero_past_kv_len(tile_v, ring_v);
     st.k_full[ring.index].wait(ring.phase);
     scheduler_sync();
     issue_gemm<true>(mma_qk, q_frag, k_frag(_, _, _, ring.index), acc_s);
     st.v_full[ring_v.index].wait(ring_v.phase);
     issue_gemm<false>(mma_pv, p_frag, v_frag(_, _, _, ring_v.index), acc_o);
     // The last group's final turn has no successor.
-    if (!(last_group && n == w.tile_first)) scheduler_arrive();
+    if (!(last_group && k == 0)) scheduler_arrive();
     warpgroup_wait<1>();
     warpgroup_fence_operand(acc_s);
     release(st.k_empty[ring.index]);
-    mask_and_softmax(n, rescale);
+    mask_and_softmax(step, rescale);
     warpgroup_wait<0>();
     warpgroup_fence_operand(acc_o);
     release(st.v_empty[ring_v.index]);
@@ -226,7 +233,7 @@ __device__ __forceinline__ void compute_tiles(const PrefillParams& p, const CtaW
     round_pairs<Element>(acc_s, p_frag);
   }
 
-  zero_past_kv_len(w.tile_first, ring);
+  zero_past_kv_len(step.tile, ring);
   st.v_full[ring.index].wait(ring.phase);
   issue_gemm<false>(mma_pv, p_frag, v_frag(_, _, _, ring.index), acc_o);
   warpgroup_wait<0>();

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -14,8 +15,11 @@
 #include "cuda/api_util.h"
 #include "cuda/decode_params.h"
 #include "cuda/kernels.h"
+#include "cuda/prefill/dense_inputs.h"
+#include "cuda/prefill/k_smoothing.h"
 #include "cuda/prefill/kernels.h"
 #include "cuda/prefill/prefill_params.h"
+#include "cuda/prefill/schedule.h"
 #include "mxattn/cuda_prefill.h"
 
 namespace mxattn::cuda {
@@ -26,7 +30,14 @@ struct PrefillPlan::Impl {
   prefill::KernelEntry kernel;
   detail::DecodeParams combine_params;  // the decode engine's combine kernel merges the partials
   detail::KernelRef combine;
+  // Q, K and V (in that order): MX or paged inputs are first copied into dense workspace buffers.
+  bool copied[3] = {};
+  prefill::DenseInputParams dense_inputs[3];
+  // K smoothing: the final LSE is shifted back once everything else has run.
+  bool shifts_lse = false;
+  prefill::LseShiftParams lse_shift;
   int64_t work_items = 0;
+  int64_t grid_heads = 1;  // gridDim.y: the query heads, or 1 when each work item names its head
   int64_t slots = 0;
   bool combines = false;
   void* workspace = nullptr;
@@ -48,7 +59,7 @@ int64_t PrefillPlan::partial_slots() const {
   return impl_ ? impl_->slots : 0;
 }
 int64_t PrefillPlan::ctas() const {
-  return impl_ ? impl_->work_items * impl_->params.heads_q : 0;
+  return impl_ ? impl_->work_items * impl_->grid_heads : 0;
 }
 bool PrefillPlan::combines() const {
   return impl_ && impl_->combines;
@@ -90,13 +101,43 @@ Status check_tma_view(const char* name, const TensorView& v) {
   return Status::ok();
 }
 
+// The element type the attention kernel reads: that of Q, K and V, bf16 or f16; bf16 when any of
+// them is MX (dequantized exactly into bf16, whose range every scaled MX value needs). None when
+// the types cannot meet.
+std::optional<DType> kernel_element(const AttentionArgs& a) {
+  const DType types[] = {a.q.dtype, a.k.dtype, a.v.dtype};
+  std::optional<DType> plain;
+  bool any_mx = false;
+  for (const DType t : types) {
+    if (is_mx(t)) {
+      any_mx = true;
+    } else if (t != DType::bf16 && t != DType::f16) {
+      return std::nullopt;
+    } else if (plain && *plain != t) {
+      return std::nullopt;
+    } else {
+      plain = t;
+    }
+  }
+  if (any_mx)
+    return plain.value_or(DType::bf16) == DType::bf16 ? std::optional(DType::bf16) : std::nullopt;
+  return plain;
+}
+
+// Whether input t (0: Q, 1: K, 2: V) is read by the kernel from a dense copy (dense_inputs.h)
+// rather than in place: MX inputs, and K and V of a paged cache.
+bool copied_to_workspace(const core::Problem& p, int t) {
+  const TensorView* inputs[3] = {&p.args.q, &p.args.k, &p.args.v};
+  return is_mx(inputs[t]->dtype) || (t > 0 && p.paged);
+}
+
 // What this engine supports beyond SPEC validity.
 Status check_support(const core::Problem& p, const prefill::KernelEntry& kernel) {
   const AttentionArgs& a = p.args;
-  if (a.q.dtype != a.k.dtype || a.q.dtype != a.v.dtype ||
-      (a.q.dtype != DType::bf16 && a.q.dtype != DType::f16)) {
+  if (!kernel_element(a)) {
     return Status::unsupported(
-        cat("Q, K and V: the CUDA prefill engine needs one type for all three, bf16 or f16; found ",
+        cat("Q, K and V: the CUDA prefill engine needs one plain type for all three (bf16 or f16), "
+            "or MX types with bf16 for those that are not MX; found ",
             name_of(a.q.dtype), ", ", name_of(a.k.dtype), " and ", name_of(a.v.dtype)));
   }
   if (!kernel.found()) {
@@ -105,18 +146,9 @@ Status check_support(const core::Problem& p, const prefill::KernelEntry& kernel)
             "(256, 256) or (192, 128); found (",
             p.dim_qk, ", ", p.dim_v, ")"));
   }
-  if (p.paged) {
-    return Status::unsupported("paged: the CUDA prefill engine does not support paged KV caches");
-  }
-  if (p.sparse) {
-    return Status::unsupported(
-        "sparse: the CUDA prefill engine does not support block-sparse layouts");
-  }
-  if (a.k_mean.given()) {
-    return Status::unsupported("k_mean: the CUDA prefill engine does not support K smoothing");
-  }
+  // With a sparse layout the key tile of the partition is the layout's block (core::resolve_split).
   if ((a.split.tile_m != 0 && a.split.tile_m != kernel.tile_m) ||
-      (a.split.tile_n != 0 && a.split.tile_n != kernel.tile_n)) {
+      (!p.sparse && a.split.tile_n != 0 && a.split.tile_n != kernel.tile_n)) {
     return Status::unsupported(
         cat("split: the CUDA prefill engine's tiles for these head dims are ", "tile_m ",
             kernel.tile_m, " and tile_n ", kernel.tile_n, "; found tile_m ", a.split.tile_m,
@@ -127,9 +159,15 @@ Status check_support(const core::Problem& p, const prefill::KernelEntry& kernel)
         "shape: the CUDA prefill engine handles at most 65535 query heads and 2^31 - 1 rows, "
         "keys and batch entries");
   }
-  if (Status st = check_tma_view("Q", a.q); !st) return st;
-  if (Status st = check_tma_view("K", a.k); !st) return st;
-  return check_tma_view("V", a.v);
+  // MX and paged inputs reach the kernel through their dense copies in the workspace.
+  if (!copied_to_workspace(p, 0)) {
+    if (Status st = check_tma_view("Q", a.q); !st) return st;
+  }
+  if (!copied_to_workspace(p, 1)) {
+    if (Status st = check_tma_view("K", a.k); !st) return st;
+  }
+  if (!copied_to_workspace(p, 2)) return check_tma_view("V", a.v);
+  return Status::ok();
 }
 
 // Q, K or V strides of the first three axes for the tensor map; a size-one axis, never stepped
@@ -141,8 +179,11 @@ void copy_tma_strides(const TensorView& v, int64_t (&out)[3]) {
 // The device arguments of a run must be the planned ones with device pointers.
 Status check_run_args(const PrefillPlan::Impl& plan, const AttentionArgs& d) {
   if (Status st = detail::check_same_views(plan.planned, d); !st) return st;
-  if (!aligned(d.q.data, 16) || !aligned(d.k.data, 16) || !aligned(d.v.data, 16)) {
-    return Status::invalid("q, k, v: the run's pointers must be 16-byte aligned, as planned");
+  const TensorView* inputs[3] = {&d.q, &d.k, &d.v};
+  for (int t = 0; t < 3; ++t) {
+    if (!plan.copied[t] && !aligned(inputs[t]->data, 16)) {
+      return Status::invalid("q, k, v: the run's pointers must be 16-byte aligned, as planned");
+    }
   }
   return Status::ok();
 }
@@ -158,9 +199,9 @@ bool pairs_ok(const TensorView& v, const void* data, int64_t elem_bytes) {
 // The planned parameters with the run's data pointers.
 prefill::PrefillParams params_for(const PrefillPlan::Impl& plan, const AttentionArgs& d) {
   prefill::PrefillParams p = plan.params;
-  p.q = d.q.data;
-  p.k = d.k.data;
-  p.v = d.v.data;
+  p.q = plan.copied[0] ? plan.dense_inputs[0].out : d.q.data;
+  p.k = plan.copied[1] ? plan.dense_inputs[1].out : d.k.data;
+  p.v = plan.copied[2] ? plan.dense_inputs[2].out : d.v.data;
   p.o = d.o.data;
   p.o_pairs = pairs_ok(d.o, d.o.data, bits_of(d.o.dtype) / 8);
   p.lse = static_cast<float*>(d.lse.data);
@@ -198,9 +239,11 @@ struct Layout {
 Status plan_prefill(const AttentionArgs& args, PrefillPlan* plan) {
   core::Problem p;
   if (Status st = core::validate_problem(args, &p); !st) return st;
-  const prefill::KernelEntry kernel = prefill::kernel_entry(args.q.dtype, p.dim_qk, p.dim_v);
+  const prefill::KernelEntry kernel =
+      prefill::kernel_entry(kernel_element(args).value_or(args.q.dtype), p.dim_qk, p.dim_v);
   if (Status st = check_support(p, kernel); !st) return st;
-  const core::SplitParams split = core::resolve_split(p, kernel.tile_m, kernel.tile_n);
+  const core::SplitParams split =
+      core::resolve_split(p, kernel.tile_m, kernel.tile_n, kPrefillTargetTilesPerSplit);
   const int64_t slots = core::partial_slots(p, split);
   if (Status st = core::validate_partial_slots(args, slots); !st) return st;
 
@@ -209,49 +252,74 @@ Status plan_prefill(const AttentionArgs& args, PrefillPlan* plan) {
   impl->slots = slots;
   impl->kernel = kernel;
 
-  // The tile schedule: every query tile's partition (for the combine), and one CTA (per head) for
-  // each split that writes anything. Within a batch entry the longest splits go first; the heads of
-  // one entry run one after another, so that a head's query tiles share its K and V in L2.
+  // The tile schedule: every query tile's partition (for the combine), and one CTA for each split
+  // that writes anything. The heads of one batch entry run one after another, so that a head's
+  // query tiles share its K and V in L2.
   const bool user_partials = args.split.partial_o.given();
   const int64_t q_tiles = core::query_tiles_per_head(p, split);
-  std::vector<prefill::TileInfo> tiles(size_t(p.batch * q_tiles));
-  std::vector<prefill::WorkItem> work;
-  bool any_combine = false;
-  for (int64_t b = 0; b < p.batch; ++b) {
-    const core::Visibility vis = p.visibility(b);
-    const size_t entry_begin = work.size();
-    for (int64_t t = 0; t < q_tiles; ++t) {
-      const core::QueryTile qt = core::query_tile(p, split, b, 0, t);
-      tiles[size_t(b * q_tiles + t)] = {qt.run.begin, qt.run.count, int32_t(qt.splits),
-                                        int32_t(qt.count)};
-      any_combine = any_combine || qt.count >= 2;
-      const int64_t launched =
-          user_partials && !split.early_exit ? qt.splits : std::max<int64_t>(1, qt.count);
-      for (int64_t s = 0; s < launched; ++s) {
-        const core::TileRun run = core::split_tiles(qt.run, qt.splits, s);
-        work.push_back({int32_t(b), int32_t(t), int32_t(s), int32_t(qt.count), run.begin, run.count,
-                        vis.last, vis.offset});
-      }
-    }
-    std::stable_sort(work.begin() + int64_t(entry_begin), work.end(),
-                     [](const prefill::WorkItem& x, const prefill::WorkItem& y) {
-                       return x.tile_count > y.tile_count;
-                     });
-  }
+  const prefill::Schedule schedule =
+      prefill::build_schedule(p, split, kernel.tile_m, kernel.tile_n, user_partials);
+  const std::vector<prefill::WorkItem>& work = schedule.work;
   if (int64_t(work.size()) > int64_t(INT32_MAX)) {
     return Status::unsupported(
         "grid: the problem needs more CTAs than one launch of the CUDA prefill engine holds");
   }
+  const bool any_combine = schedule.any_combine;
+  // A work item names its head when the layout differs per head; otherwise gridDim.y runs the
+  // heads.
+  impl->grid_heads = schedule.tile_heads > 1 ? 1 : p.heads_q;
 
   impl->combines = any_combine || args.split.counts.given();
   const bool internal_partials = any_combine && !user_partials;
   const int64_t partial_rows = p.batch * p.seq_q * p.heads_q;
 
   Layout layout;
+  const std::vector<prefill::TileInfo>& tiles = schedule.tiles;
+  const std::vector<prefill::SparseTile>& steps = schedule.sparse_tiles;
   const int64_t at_tiles = layout.take(int64_t(tiles.size() * sizeof(prefill::TileInfo)));
   const int64_t at_work = layout.take(int64_t(work.size() * sizeof(prefill::WorkItem)));
+  const int64_t at_steps = layout.take(int64_t(steps.size() * sizeof(prefill::SparseTile)));
   const int64_t at_part_o = layout.take(internal_partials ? slots * partial_rows * p.dim_v * 4 : 0);
   const int64_t at_part_lse = layout.take(internal_partials ? slots * partial_rows * 4 : 0);
+  // The dense copies: Q [B, Sq, Hq, Dqk], K [B, Sk, Hkv, Dqk] and V [B, Sk, Hkv, Dv], each in the
+  // kernel's element type, with the paged cache's block table and every kv_len beside them.
+  const TensorView* inputs[3] = {&args.q, &args.k, &args.v};
+  const DType element = kernel_element(args).value_or(DType::bf16);
+  TensorView kernel_inputs[3];
+  int64_t at_copy[3] = {};
+  for (int t = 0; t < 3; ++t) {
+    kernel_inputs[t] = *inputs[t];
+    if (!copied_to_workspace(p, t)) continue;
+    kernel_inputs[t].dtype = element;
+    if (t > 0) {
+      kernel_inputs[t].shape[0] = p.batch;
+      kernel_inputs[t].shape[1] = p.seq_k;
+    }
+    set_contiguous_strides(kernel_inputs[t]);
+    at_copy[t] = layout.take(kernel_inputs[t].numel() * 2);
+  }
+  std::vector<int32_t> kv_lens, block_table;
+  if (copied_to_workspace(p, 1) || copied_to_workspace(p, 2)) {
+    for (int64_t b = 0; b < p.batch; ++b) kv_lens.push_back(int32_t(p.kv_len(b)));
+  }
+  if (p.paged) {
+    const TensorView& bt = args.paged.block_table;
+    for (int64_t b = 0; b < p.batch; ++b)
+      for (int64_t page = 0; page < p.max_pages; ++page)
+        block_table.push_back(core::read_i32(bt, core::offset_of(bt, b, page)));
+  }
+  const int64_t at_kv_lens = layout.take(int64_t(kv_lens.size() * sizeof(int32_t)));
+  const int64_t at_block_table = layout.take(int64_t(block_table.size() * sizeof(int32_t)));
+  // k_mean is metadata, read here on the host: its contiguous copy goes into the workspace.
+  std::vector<float> k_mean;
+  if (args.k_mean.given()) {
+    const TensorView& km = args.k_mean;
+    for (int64_t b = 0; b < p.batch; ++b)
+      for (int64_t h = 0; h < p.heads_kv; ++h)
+        for (int64_t d = 0; d < p.dim_qk; ++d)
+          k_mean.push_back(static_cast<const float*>(km.data)[core::offset_of(km, b, h, d)]);
+  }
+  const int64_t at_k_mean = layout.take(int64_t(k_mean.size() * sizeof(float)));
 
   int device = 0, smem_optin = 0;
   if (cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return cuda_failure("device", e);
@@ -281,15 +349,40 @@ Status plan_prefill(const AttentionArgs& args, PrefillPlan* plan) {
   const auto upload = [&](int64_t at, const void* src, size_t bytes) {
     return bytes == 0 ? cudaSuccess : cudaMemcpy(ws + at, src, bytes, cudaMemcpyHostToDevice);
   };
-  for (cudaError_t e : {upload(at_tiles, tiles.data(), tiles.size() * sizeof(prefill::TileInfo)),
-                        upload(at_work, work.data(), work.size() * sizeof(prefill::WorkItem))}) {
+  for (cudaError_t e :
+       {upload(at_tiles, tiles.data(), tiles.size() * sizeof(prefill::TileInfo)),
+        upload(at_work, work.data(), work.size() * sizeof(prefill::WorkItem)),
+        upload(at_steps, steps.data(), steps.size() * sizeof(prefill::SparseTile)),
+        upload(at_k_mean, k_mean.data(), k_mean.size() * sizeof(float)),
+        upload(at_kv_lens, kv_lens.data(), kv_lens.size() * sizeof(int32_t)),
+        upload(at_block_table, block_table.data(), block_table.size() * sizeof(int32_t))}) {
     if (e != cudaSuccess) return cuda_failure("workspace upload", e);
   }
 
+  const TensorView* scales[3] = {&args.q_scales, &args.k_scales, &args.v_scales};
+  for (int t = 0; t < 3; ++t) {
+    if (!copied_to_workspace(p, t)) continue;
+    prefill::DenseInputParams& copy = impl->dense_inputs[t];
+    impl->copied[t] = true;
+    copy.dtype = inputs[t]->dtype;
+    std::copy(inputs[t]->stride, inputs[t]->stride + 4, copy.stride);
+    std::copy(scales[t]->stride, scales[t]->stride + 4, copy.scale_stride);
+    copy.scales_along_slots = t == 2 && args.v_scale_axis == VScaleAxis::keys;
+    std::copy(kernel_inputs[t].shape, kernel_inputs[t].shape + 4, copy.shape);
+    copy.out = reinterpret_cast<uint16_t*>(ws + at_copy[t]);
+    if (t == 0) continue;
+    copy.valid_rows = reinterpret_cast<const int32_t*>(ws + at_kv_lens);
+    if (p.paged) {
+      copy.block_table = reinterpret_cast<const int32_t*>(ws + at_block_table);
+      copy.table_stride = p.max_pages;
+      copy.page_size = p.page_size;
+    }
+  }
+
   prefill::PrefillParams& d = impl->params;
-  copy_tma_strides(args.q, d.q_stride);
-  copy_tma_strides(args.k, d.k_stride);
-  copy_tma_strides(args.v, d.v_stride);
+  copy_tma_strides(kernel_inputs[0], d.q_stride);
+  copy_tma_strides(kernel_inputs[1], d.k_stride);
+  copy_tma_strides(kernel_inputs[2], d.v_stride);
   d.o_dtype = args.o.dtype;
   copy_strides(args.o, d.o_stride);
   copy_strides(args.lse, d.lse_stride);
@@ -306,8 +399,8 @@ Status plan_prefill(const AttentionArgs& args, PrefillPlan* plan) {
     std::copy(o_strides, o_strides + 5, d.part_o_stride);
     std::copy(l_strides, l_strides + 4, d.part_lse_stride);
   }
-  d.write_all_partials = user_partials;
   d.work = reinterpret_cast<const prefill::WorkItem*>(ws + at_work);
+  if (p.sparse) d.sparse_tiles = reinterpret_cast<const prefill::SparseTile*>(ws + at_steps);
   d.batch = p.batch;
   d.seq_q = p.seq_q;
   d.seq_k = p.seq_k;
@@ -318,6 +411,19 @@ Status plan_prefill(const AttentionArgs& args, PrefillPlan* plan) {
   d.window = args.window;
   d.scale = p.scale;
   d.scale_log2 = float(double(p.scale) * 1.4426950408889634);
+
+  impl->shifts_lse = args.k_mean.given() && args.lse.given();
+  prefill::LseShiftParams& shift = impl->lse_shift;
+  shift.q_dtype = element;
+  std::copy(d.q_stride, d.q_stride + 3, shift.q_stride);
+  shift.k_mean = reinterpret_cast<const float*>(ws + at_k_mean);
+  copy_strides(args.lse, shift.lse_stride);
+  shift.batch = p.batch;
+  shift.seq_q = p.seq_q;
+  shift.heads_q = p.heads_q;
+  shift.group = p.group;
+  shift.dim_qk = p.dim_qk;
+  shift.scale = p.scale;
 
   // The combine kernel reads the same tile table and partial layout.
   detail::DecodeParams& c = impl->combine_params;
@@ -334,6 +440,7 @@ Status plan_prefill(const AttentionArgs& args, PrefillPlan* plan) {
   c.dim_v = p.dim_v;
   c.tile_m = split.tile_m;
   c.q_tiles = q_tiles;
+  c.tile_heads = schedule.tile_heads;
   impl->combine = detail::combine_kernel();
 
   // An empty problem (no batch entry, query row or head) launches nothing.
@@ -350,22 +457,43 @@ Status run_prefill(const PrefillPlan& plan, const AttentionArgs& device_args, vo
   if (Status st = check_run_args(*impl, device_args); !st) return st;
   if (impl->work_items == 0) return Status::ok();
   const auto s = static_cast<cudaStream_t>(stream);
+  const TensorView* inputs[3] = {&device_args.q, &device_args.k, &device_args.v};
+  const TensorView* scales[3] = {&device_args.q_scales, &device_args.k_scales,
+                                 &device_args.v_scales};
+  for (int t = 0; t < 3; ++t) {
+    if (!impl->copied[t]) continue;
+    prefill::DenseInputParams copy = impl->dense_inputs[t];
+    copy.data = static_cast<const uint8_t*>(inputs[t]->data);
+    copy.scales = static_cast<const uint8_t*>(scales[t]->data);
+    if (cudaError_t e = prefill::launch_dense_input(copy, s); e != cudaSuccess) {
+      return cuda_failure("dense input kernel launch", e);
+    }
+  }
   const prefill::PrefillParams params = params_for(*impl, device_args);
-  const dim3 grid(unsigned(impl->work_items), unsigned(params.heads_q));
+  const dim3 grid(unsigned(impl->work_items), unsigned(impl->grid_heads));
   if (cudaError_t e = impl->kernel.launch(params, grid, s); e != cudaSuccess) {
     return cuda_failure("prefill kernel launch", e);
   }
-  if (!impl->combines) return Status::ok();
-  detail::DecodeParams combine = combine_params_for(*impl, params, device_args);
-  const int64_t rows = combine.batch * combine.seq_q * combine.heads_q;
-  const dim3 combine_grid(
-      unsigned((rows + detail::kCombineRowsPerBlock - 1) / detail::kCombineRowsPerBlock));
-  void* kernel_args[] = {&combine};
-  if (cudaError_t e = cudaLaunchKernel(impl->combine.function, combine_grid,
-                                       dim3(detail::kCombineRowsPerBlock * 32), kernel_args,
-                                       size_t(impl->combine.smem_bytes), s);
-      e != cudaSuccess) {
-    return cuda_failure("combine kernel launch", e);
+  if (impl->combines) {
+    detail::DecodeParams combine = combine_params_for(*impl, params, device_args);
+    const int64_t rows = combine.batch * combine.seq_q * combine.heads_q;
+    const dim3 combine_grid(
+        unsigned((rows + detail::kCombineRowsPerBlock - 1) / detail::kCombineRowsPerBlock));
+    void* kernel_args[] = {&combine};
+    if (cudaError_t e = cudaLaunchKernel(impl->combine.function, combine_grid,
+                                         dim3(detail::kCombineRowsPerBlock * 32), kernel_args,
+                                         size_t(impl->combine.smem_bytes), s);
+        e != cudaSuccess) {
+      return cuda_failure("combine kernel launch", e);
+    }
+  }
+  if (impl->shifts_lse) {
+    prefill::LseShiftParams shift = impl->lse_shift;
+    shift.q = params.q;
+    shift.lse = params.lse;
+    if (cudaError_t e = prefill::launch_lse_shift(shift, s); e != cudaSuccess) {
+      return cuda_failure("LSE shift kernel launch", e);
+    }
   }
   return Status::ok();
 }

@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "cuda/decode_params.h"
+#include "mxattn/config.h"
 #include "mxattn/dtype.h"
 
 namespace mxattn::cuda::prefill {
@@ -14,17 +15,41 @@ namespace mxattn::cuda::prefill {
 // by both engines) reads.
 using detail::TileInfo;
 
-// One CTA of the prefill kernel (times heads_q in gridDim.y), with everything it needs of its
-// query tile, split and sequence, so that a CTA starts from a single load.
+// Keys and rows of a query tile are grouped by 16 for the sparse walk: a BSR block (16..256 keys
+// or rows, a power of two) starts and ends on such a boundary, and so does every key tile.
+inline constexpr int kSparseGranule = 16;
+
+// One key tile of a sparse CTA's walk: the kernel's key tile `key_tile` and which of its keys each
+// group of 16 query rows sees as far as the layout and the CTA's split go (masks apply on top).
+// Bit `present_bit(g, c, granules)` covers rows [16 g, 16 g + 16) of the query tile and keys
+// [16 c, 16 c + 16) of the key tile, with `granules` = ceil(tile_n / 16) groups of keys per tile.
+struct SparseTile {
+  int64_t key_tile = 0;
+  uint64_t present = 0;
+};
+
+MXATTN_HD constexpr int present_bit(int row_group, int key_group, int granules) {
+  return row_group * granules + key_group;
+}
+
+// One CTA of the prefill kernel (times gridDim.y heads), with everything it needs of its query
+// tile, split and sequence, so that a CTA starts from a single load.
 struct WorkItem {
   int32_t b = 0;
   int32_t q_tile = 0;
   int32_t split = 0;
-  int32_t count = 0;       // the query tile's exact valid-split count
-  int64_t tile_first = 0;  // key tiles [tile_first, tile_first + tile_count) of this split
+  int32_t head = 0;  // the CTA's query head is head + blockIdx.y
+  // Dense: key tiles [tile_first, tile_first + tile_count) of this split. Sparse: entries
+  // [tile_first, tile_first + tile_count) of PrefillParams::sparse_tiles, in increasing key tile.
+  int64_t tile_first = 0;
   int64_t tile_count = 0;
   int64_t last = -1;  // the sequence's core::Visibility (from Problem::visibility)
   int64_t offset = 0;
+  // Bit g: rows [16 g, 16 g + 16) of the tile store O and LSE (final_rows), or this split's O_s
+  // and L_s (partial_rows). With a sparse layout the query blocks of one CTA may differ in their
+  // splits and counts, so the plan decides per group of rows.
+  uint32_t final_rows = 0;
+  uint32_t partial_rows = 0;
 };
 
 struct PrefillParams {
@@ -51,10 +76,10 @@ struct PrefillParams {
   bool part_o_pairs = false;
   float* part_lse = nullptr;
   int64_t part_lse_stride[4] = {};
-  bool write_all_partials = false;  // the user asked for the partials: write them for every split
 
   // The plan's device tables.
-  const WorkItem* work = nullptr;  // [gridDim.x]
+  const WorkItem* work = nullptr;            // [gridDim.x]
+  const SparseTile* sparse_tiles = nullptr;  // sparse layouts: every CTA's key tiles; else null
 
   int64_t batch = 0;
   int64_t seq_q = 0;

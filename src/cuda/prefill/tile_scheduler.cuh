@@ -17,17 +17,20 @@ struct CtaWork {
   int64_t h_kv = 0;
   int64_t q_tile = 0;
   int32_t split = 0;
-  int32_t count = 0;  // exact valid-split count of the query tile
   int64_t row_first = 0;
   int64_t row_last = 0;  // last row of the tile inside Sq
   core::Visibility vis;
-  int64_t tile_first = 0;  // key tiles [tile_first, tile_first + tile_count) of this split
+  int64_t tile_first = 0;  // dense: key tiles [tile_first, tile_first + tile_count)
   int64_t tile_count = 0;
+  const SparseTile* sparse = nullptr;  // sparse: the CTA's tile_count key tiles; dense: null
+  uint32_t final_rows = 0;             // WorkItem's groups of 16 rows that store each output
+  uint32_t partial_rows = 0;
 
-  // Final outputs come from split 0 of a tile with at most one non-empty split; partials from
-  // every split of a tile that is combined, or of every tile when the user asked for them.
-  __device__ bool writes_final() const { return split == 0 && count <= 1; }
-  __device__ bool writes_partial(bool all_partials) const { return count >= 2 || all_partials; }
+  // Whether tile-local row r stores O and LSE, or this split's partials.
+  __device__ bool writes_final(int r) const { return (final_rows >> (r / kSparseGranule)) & 1u; }
+  __device__ bool writes_partial(int r) const {
+    return (partial_rows >> (r / kSparseGranule)) & 1u;
+  }
 };
 
 template <int kBlockM>
@@ -35,11 +38,10 @@ __device__ __forceinline__ CtaWork cta_work(const PrefillParams& p) {
   CtaWork w;
   const WorkItem item = p.work[blockIdx.x];
   w.b = item.b;
-  w.h = blockIdx.y;
+  w.h = item.head + int64_t(blockIdx.y);
   w.h_kv = w.h / p.group;
   w.q_tile = item.q_tile;
   w.split = item.split;
-  w.count = item.count;
   w.row_first = w.q_tile * kBlockM;
   w.row_last = core::min64(p.seq_q, w.row_first + kBlockM) - 1;
   w.vis.last = item.last;
@@ -48,15 +50,43 @@ __device__ __forceinline__ CtaWork cta_work(const PrefillParams& p) {
   w.vis.window = p.window;
   w.tile_first = item.tile_first;
   w.tile_count = item.tile_count;
+  if (p.sparse_tiles != nullptr) w.sparse = p.sparse_tiles + item.tile_first;
+  w.final_rows = item.final_rows;
+  w.partial_rows = item.partial_rows;
   return w;
 }
 
-// True when some row of the tile does not see every key of key tile n: the mask must run.
-template <int kBlockN>
-__device__ __forceinline__ bool tile_needs_mask(const CtaWork& w, int64_t n) {
-  const int64_t key_first = n * kBlockN;
+// Step k of a CTA's walk over its key tiles (0 <= k < tile_count, walked from last to first): the
+// key tile and which of its keys the layout lists for each group of rows (all of them, dense).
+struct KeyStep {
+  int64_t tile = 0;
+  uint64_t present = 0;
+};
+
+template <int kBlockM, int kBlockN>
+struct SparseMasks {
+  static constexpr int kGranules = (kBlockN + kSparseGranule - 1) / kSparseGranule;
+  static constexpr int kRowGroups = kBlockM / kSparseGranule;
+  static_assert(kBlockM % kSparseGranule == 0 && kGranules * kRowGroups <= 64,
+                "a sparse key step holds one bit per 16 rows and 16 keys of the tile in 64 bits");
+  static constexpr uint64_t kAll =
+      kGranules * kRowGroups == 64 ? ~uint64_t(0) : (uint64_t(1) << (kGranules * kRowGroups)) - 1;
+};
+
+template <int kBlockM, int kBlockN>
+__device__ __forceinline__ KeyStep key_step(const CtaWork& w, int64_t k) {
+  if (w.sparse == nullptr) return {w.tile_first + k, SparseMasks<kBlockM, kBlockN>::kAll};
+  const SparseTile t = w.sparse[k];
+  return {t.key_tile, t.present};
+}
+
+// True when some row of the tile does not see every key of the step's key tile: the mask must run.
+template <int kBlockM, int kBlockN>
+__device__ __forceinline__ bool tile_needs_mask(const CtaWork& w, const KeyStep& step) {
+  const int64_t key_first = step.tile * kBlockN;
   const int64_t key_last = key_first + kBlockN - 1;
-  return key_last > w.vis.hi(w.row_first) || key_first < w.vis.lo(w.row_last);
+  return key_last > w.vis.hi(w.row_first) || key_first < w.vis.lo(w.row_last) ||
+         step.present != SparseMasks<kBlockM, kBlockN>::kAll;
 }
 
 // Key rows of tile n past kv_len: their V rows are zeroed in shared memory before P V, since

@@ -1,0 +1,149 @@
+// The dense copy of an MX or paged input: for MX, code value times 2^(scale - 127) through the
+// codecs of mx/formats.h, exact wherever the product is a bf16 number (which every MX value is
+// unless its scale pushes it past bf16's range, as it would f32's); for bf16 and f16 sources, the
+// values as they are. Each thread writes 8 consecutive elements of a row (16 bytes) and reads only
+// those elements and their scales: the codes in one vector load where aligned, one scale per
+// 8 elements along the head dim.
+#include <cstdint>
+
+#include "core/float16.h"
+#include "cuda/prefill/dense_inputs.h"
+#include "mx/formats.h"
+
+namespace mxattn::cuda::prefill {
+namespace {
+
+constexpr int kGroup = 8;
+constexpr int kThreads = 256;
+
+// The 8 codes of one group of a packed MX row, from the group's kBits bytes (8 codes of kBits
+// bits): one vector load where the bytes are aligned for it.
+template <DType kType>
+__device__ __forceinline__ void load_group_codes(const uint8_t* src, uint8_t (&codes)[kGroup]) {
+  constexpr int kBytes = bits_of(kType) * kGroup / 8;
+  uint8_t bytes[kBytes];
+  const auto address = reinterpret_cast<uintptr_t>(src);
+  if constexpr (kBytes == 8) {
+    if (address % 8 == 0) {
+      const uint2 w = *reinterpret_cast<const uint2*>(src);
+      __builtin_memcpy(bytes, &w, 8);
+    } else {
+#pragma unroll
+      for (int i = 0; i < kBytes; ++i) bytes[i] = src[i];
+    }
+  } else if constexpr (kBytes == 4) {
+    if (address % 4 == 0) {
+      const uint32_t w = *reinterpret_cast<const uint32_t*>(src);
+      __builtin_memcpy(bytes, &w, 4);
+    } else {
+#pragma unroll
+      for (int i = 0; i < kBytes; ++i) bytes[i] = src[i];
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < kBytes; ++i) bytes[i] = src[i];
+  }
+#pragma unroll
+  for (int e = 0; e < kGroup; ++e) codes[e] = mx::load_code(kType, bytes, e);
+}
+
+// Elements [d0, d0 + 8) of one row as bf16 pairs.
+template <DType kType>
+__device__ __forceinline__ void group_pairs(const DenseInputParams& p, int64_t outer, int64_t slot,
+                                            int64_t i2, int64_t row, int64_t d0,
+                                            uint32_t (&pairs)[kGroup / 2]) {
+  if constexpr (!is_mx(kType)) {
+    const uint16_t* src = reinterpret_cast<const uint16_t*>(p.data) + row;
+#pragma unroll
+    for (int e = 0; e < kGroup; ++e) {
+      pairs[e / 2] |= uint32_t(src[(d0 + e) * p.stride[3]]) << (16 * (e % 2));
+    }
+  } else {
+    // Packed rows are contiguous along the head dim and start on a byte (validated); d0 is a
+    // multiple of 8, so the group starts on a byte too.
+    uint8_t codes[kGroup];
+    load_group_codes<kType>(p.data + (row + d0) * bits_of(kType) / 8, codes);
+    float scale[kGroup];
+    if (p.scales_along_slots) {
+      const uint8_t* s = p.scales + outer * p.scale_stride[0] + i2 * p.scale_stride[1] +
+                         slot / 32 * p.scale_stride[2];
+#pragma unroll
+      for (int e = 0; e < kGroup; ++e) scale[e] = mx::decode_scale(s[(d0 + e) * p.scale_stride[3]]);
+    } else {
+      // The group lies in one block of 32: one scale.
+      const float one =
+          mx::decode_scale(p.scales[outer * p.scale_stride[0] + slot * p.scale_stride[1] +
+                                    i2 * p.scale_stride[2] + d0 / 32 * p.scale_stride[3]]);
+#pragma unroll
+      for (int e = 0; e < kGroup; ++e) scale[e] = one;
+    }
+#pragma unroll
+    for (int e = 0; e < kGroup; ++e) {
+      pairs[e / 2] |= uint32_t(core::float_to_bf16(mx::decode(kType, codes[e]) * scale[e]))
+                      << (16 * (e % 2));
+    }
+  }
+}
+
+template <DType kType>
+__global__ void __launch_bounds__(kThreads)
+    dense_input_kernel(const __grid_constant__ DenseInputParams p) {
+  const int64_t groups_per_row = p.shape[3] / kGroup;
+  const int64_t groups = p.shape[0] * p.shape[1] * p.shape[2] * groups_per_row;
+  for (int64_t g = int64_t(blockIdx.x) * kThreads + threadIdx.x; g < groups;
+       g += int64_t(gridDim.x) * kThreads) {
+    const int64_t d0 = g % groups_per_row * kGroup;
+    const int64_t r = g / groups_per_row;
+    const int64_t i2 = r % p.shape[2];
+    const int64_t i1 = r / p.shape[2] % p.shape[1];
+    const int64_t i0 = r / (p.shape[2] * p.shape[1]);
+    uint32_t pairs[kGroup / 2] = {};
+    if (p.valid_rows == nullptr || i1 < p.valid_rows[i0]) {
+      int64_t outer = i0, slot = i1;
+      if (p.block_table != nullptr) {
+        outer = p.block_table[i0 * p.table_stride + i1 / p.page_size];
+        slot = i1 % p.page_size;
+      }
+      const int64_t row = outer * p.stride[0] + slot * p.stride[1] + i2 * p.stride[2];
+      group_pairs<kType>(p, outer, slot, i2, row, d0, pairs);
+    }
+    *reinterpret_cast<uint4*>(p.out + g * kGroup) =
+        make_uint4(pairs[0], pairs[1], pairs[2], pairs[3]);
+  }
+}
+
+template <DType kType>
+cudaError_t launch_of(const DenseInputParams& p, cudaStream_t stream) {
+  const int64_t groups = p.shape[0] * p.shape[1] * p.shape[2] * (p.shape[3] / kGroup);
+  const int64_t blocks = (groups + kThreads - 1) / kThreads;
+  // Enough blocks to fill the GPU many times over; the grid-stride loop covers the rest.
+  const unsigned grid = unsigned(blocks < 65536 ? blocks : 65536);
+  dense_input_kernel<kType><<<grid, kThreads, 0, stream>>>(p);
+  return cudaGetLastError();
+}
+
+}  // namespace
+
+cudaError_t launch_dense_input(const DenseInputParams& p, cudaStream_t stream) {
+  if (p.shape[0] * p.shape[1] * p.shape[2] * p.shape[3] == 0) return cudaSuccess;
+  switch (p.dtype) {
+    case DType::bf16:
+      return launch_of<DType::bf16>(p, stream);
+    case DType::f16:
+      return launch_of<DType::f16>(p, stream);
+    case DType::e4m3:
+      return launch_of<DType::e4m3>(p, stream);
+    case DType::e5m2:
+      return launch_of<DType::e5m2>(p, stream);
+    case DType::e2m3:
+      return launch_of<DType::e2m3>(p, stream);
+    case DType::e3m2:
+      return launch_of<DType::e3m2>(p, stream);
+    case DType::e2m1:
+      return launch_of<DType::e2m1>(p, stream);
+    default:
+      return cudaErrorInvalidValue;
+  }
+}
+
+}  // namespace mxattn::cuda::prefill

@@ -1,0 +1,173 @@
+// The prefill kernel's schedule, checked on the host against SPEC 3's partition (no GPU needed):
+// for random dense and block-sparse problems, every row of every work item sees, over its key
+// steps and their present bits, exactly the keys of its split of the partition (core/plan.h) that
+// the reference engine visits; every output row and every partial the plan promises is written by
+// exactly one work item; the combine's tile table holds each query tile's partition.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <map>
+#include <random>
+#include <tuple>
+#include <vector>
+
+#include "core/plan.h"
+#include "core/problem.h"
+#include "cpu/problem_gen.h"
+#include "cuda/prefill/schedule.h"
+
+namespace mxattn::cuda::prefill {
+namespace {
+
+constexpr int64_t kCtaRows = 128;
+
+// A random problem of the shapes the prefill engine sees: several CTA query tiles, every sparse
+// block size, layouts per batch entry and head or broadcast, masks, splits and partial options.
+test::Spec schedule_spec(uint64_t seed) {
+  test::SpecRange range;
+  range.max_seq_q = 420;
+  range.max_seq_k = 700;
+  range.max_work = 60'000'000;
+  range.mx = false;
+  range.paged = false;
+  range.strided = false;
+  range.k_mean = false;
+  test::Spec s = test::random_spec(seed, range);
+  std::mt19937_64 rng(seed);
+  const auto uniform = [&](int64_t lo, int64_t hi) {
+    return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
+  };
+  s.seq_q = uniform(1, 420);
+  s.seq_k = uniform(1, 700);
+  s.batch = uniform(1, 2);
+  s.heads_kv = 1;
+  s.heads_q = uniform(1, 3);
+  s.dim_qk = s.dim_v = 16;
+  s.prefix_offset.assign(size_t(s.batch), int32_t(uniform(-s.seq_q / 2, s.seq_k)));
+  s.kv_len.clear();
+  if (uniform(0, 1) == 1) {
+    for (int64_t b = 0; b < s.batch; ++b) s.kv_len.push_back(int32_t(uniform(0, s.seq_k)));
+  }
+  if (s.window >= 0) s.window = uniform(0, s.seq_k);
+  s.block_q = s.block_k = 0;
+  if (uniform(0, 2) != 0) {
+    const int32_t blocks[] = {16, 32, 64, 128, 256};
+    s.block_q = blocks[uniform(0, 4)];
+    s.block_k = blocks[uniform(0, 4)];
+    s.sparse_density = uniform(0, 4) == 0 ? 1.0 : double(uniform(0, 100)) / 100;
+    s.sparse_per_batch = uniform(0, 1) == 1;
+    s.sparse_per_head = uniform(0, 1) == 1;
+  }
+  s.split_kv = int32_t(uniform(0, 4));
+  s.tile_m = 0;
+  s.tile_n = 0;
+  return s;
+}
+
+// The keys row i sees in split s of its query tile: what the reference engine visits.
+std::vector<int64_t> partition_keys(const core::Problem& p, const core::SplitParams& split,
+                                    int64_t b, int64_t h, int64_t i, int64_t s) {
+  const core::QueryTile tile = core::query_tile(p, split, b, h, i / split.tile_m);
+  const core::TileRun run = core::split_tiles(tile.run, tile.splits, s);
+  std::vector<int64_t> keys;
+  for (int64_t pos = run.begin; pos < run.begin + run.count; ++pos) {
+    const int64_t first = tile.key_tile(pos) * split.tile_n;
+    for (int64_t j = first; j < first + split.tile_n; ++j)
+      if (tile.vis.visible(i, j)) keys.push_back(j);
+  }
+  return keys;
+}
+
+// The keys row i (tile-local row r) of a work item sees over its key steps.
+std::vector<int64_t> scheduled_keys(const core::Problem& p, const Schedule& sc,
+                                    const WorkItem& item, int64_t key_tile, int64_t r, int64_t i) {
+  const core::Visibility vis = p.visibility(item.b);
+  const int granules = int(core::ceil_div(key_tile, kSparseGranule));
+  std::vector<int64_t> keys;
+  int64_t previous_tile = -1;
+  for (int64_t k = 0; k < item.tile_count; ++k) {
+    int64_t tile = item.tile_first + k;
+    uint64_t present = ~uint64_t(0);
+    if (p.sparse) {
+      const SparseTile& step = sc.sparse_tiles[size_t(item.tile_first + k)];
+      tile = step.key_tile;
+      present = step.present;
+    }
+    EXPECT_GT(tile, previous_tile) << "key steps run in increasing key tile";
+    EXPECT_LT(tile * key_tile, p.seq_k) << "a key step starts inside the keys";
+    previous_tile = tile;
+    for (int64_t j = tile * key_tile; j < (tile + 1) * key_tile; ++j) {
+      const int bit = present_bit(int(r / kSparseGranule),
+                                  int((j - tile * key_tile) / kSparseGranule), granules);
+      if (vis.visible(i, j) && ((present >> bit) & 1u)) keys.push_back(j);
+    }
+  }
+  return keys;
+}
+
+void check_schedule(const test::Spec& spec, int64_t key_tile, bool user_partials) {
+  SCOPED_TRACE(spec.describe());
+  SCOPED_TRACE(testing::Message() << "key_tile " << key_tile << " user_partials " << user_partials);
+  test::TestProblem problem(spec);
+  core::Problem p;
+  ASSERT_TRUE(core::validate_problem(problem.args(), &p).is_ok());
+  const core::SplitParams split = core::resolve_split(p, kCtaRows, key_tile);
+  const Schedule sc = build_schedule(p, split, kCtaRows, key_tile, user_partials);
+  const int64_t q_tiles = core::query_tiles_per_head(p, split);
+  const bool per_head = p.sparse && p.args.sparse.row_ptr.shape[1] > 1;
+  ASSERT_EQ(sc.tile_heads, per_head ? p.heads_q : 1);
+
+  std::map<std::tuple<int64_t, int64_t, int64_t>, int> finals;
+  std::map<std::tuple<int64_t, int64_t, int64_t, int64_t>, int> partials;
+  for (const WorkItem& item : sc.work) {
+    const std::vector<int64_t> heads = [&] {
+      std::vector<int64_t> hs;
+      for (int64_t h = 0; h < (per_head ? 1 : p.heads_q); ++h) hs.push_back(item.head + h);
+      return hs;
+    }();
+    for (const int64_t h : heads) {
+      for (int64_t r = 0; r < kCtaRows; ++r) {
+        const int64_t i = int64_t(item.q_tile) * kCtaRows + r;
+        if (i >= p.seq_q) break;
+        const bool final_out = (item.final_rows >> (r / kSparseGranule)) & 1u;
+        const bool partial_out = (item.partial_rows >> (r / kSparseGranule)) & 1u;
+        if (!final_out && !partial_out) continue;
+        if (final_out) ++finals[{item.b, h, i}];
+        if (partial_out) ++partials[{item.b, h, i, item.split}];
+        ASSERT_EQ(scheduled_keys(p, sc, item, key_tile, r, i),
+                  partition_keys(p, split, item.b, h, i, item.split))
+            << "b " << item.b << " h " << h << " row " << i << " split " << item.split;
+      }
+    }
+  }
+
+  for (int64_t b = 0; b < p.batch; ++b)
+    for (int64_t h = 0; h < p.heads_q; ++h)
+      for (int64_t i = 0; i < p.seq_q; ++i) {
+        const core::QueryTile tile = core::query_tile(p, split, b, h, i / split.tile_m);
+        const TileInfo& info =
+            sc.tiles[size_t((b * sc.tile_heads + (per_head ? h : 0)) * q_tiles + i / split.tile_m)];
+        ASSERT_EQ(info.count, tile.count);
+        ASSERT_EQ(info.splits, tile.splits);
+        ASSERT_EQ((finals[{b, h, i}]), tile.count <= 1 ? 1 : 0)
+            << "b " << b << " h " << h << " row " << i;
+        const bool writes_partials = tile.count >= 2 || user_partials;
+        const int64_t written =
+            user_partials && !split.early_exit ? tile.splits : std::max<int64_t>(1, tile.count);
+        for (int64_t s = 0; s < tile.splits; ++s) {
+          const int want = writes_partials && s < written ? 1 : 0;
+          ASSERT_EQ((partials[{b, h, i, s}]), want)
+              << "b " << b << " h " << h << " row " << i << " split " << s;
+        }
+      }
+}
+
+TEST(PrefillSchedule, RowsSeeExactlyTheirSplitOfThePartition) {
+  for (uint64_t seed = 1; seed <= 60; ++seed) {
+    const test::Spec spec = schedule_spec(seed);
+    for (const int64_t key_tile : {128, 80}) check_schedule(spec, key_tile, seed % 2 == 0);
+  }
+}
+
+}  // namespace
+}  // namespace mxattn::cuda::prefill
