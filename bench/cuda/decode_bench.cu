@@ -134,7 +134,8 @@ struct Shape {
 
 struct Result {
   std::string shape, kv;
-  int64_t tile_n = 0;  // 0: the engine's default
+  int64_t tile_n = 0;
+  bool default_tile = true;  // tile_n is the engine's own choice (default_tile_n)
   double us = 0, kv_bytes = 0, gbps = 0;
   int64_t ctas = 0;
   bool combines = false;
@@ -190,7 +191,8 @@ Result run_shape(const Shape& s, mxattn::DType kv, int64_t tile_n, cudaStream_t 
   Result r;
   r.shape = s.name;
   r.kv = std::string(mxattn::name_of(kv));
-  r.tile_n = tile_n;
+  r.tile_n = tile_n > 0 ? tile_n : mxattn::cuda::default_tile_n(s.keys);
+  r.default_tile = tile_n == 0;
   r.us = time_graph(graph, stream, reps, small ? 50 : 5);
   r.kv_bytes = double(2 * (kv_bytes + scale_bytes));
   r.gbps = r.kv_bytes / (r.us * 1e-6) / 1e9;
@@ -244,22 +246,28 @@ int main(int argc, char** argv) {
   std::vector<Result> results;
   for (const Shape& s : shapes) {
     for (mxattn::DType kv : kvs) results.push_back(run_shape(s, kv, 0, stream, reps));
-    // Key-tile sweep of the default auto split (longer or shorter CTAs), bf16.
-    for (int64_t tile_n : {32, 128}) {
-      results.push_back(run_shape(s, mxattn::DType::bf16, tile_n, stream, reps));
+    // Key-tile sweep of the default auto split (longer or shorter CTAs), bf16 and MXFP8, to check
+    // default_tile_n's choice against the others.
+    for (mxattn::DType kv : {mxattn::DType::bf16, mxattn::DType::e4m3}) {
+      for (int64_t tile_n : {16, 32, 64, 128}) {
+        if (tile_n != mxattn::cuda::default_tile_n(s.keys)) {
+          results.push_back(run_shape(s, kv, tile_n, stream, reps));
+        }
+      }
     }
   }
 
   std::printf("device: %s, %d SMs; read-only probe over 2 GiB: %.0f GB/s\n", prop.name,
               prop.multiProcessorCount, probe);
-  std::printf("%-22s %-5s %6s %10s %9s %7s %7s %11s %9s\n", "shape", "kv", "tile_n", "time_us",
+  std::printf("%-22s %-5s %7s %10s %9s %7s %7s %11s %9s\n", "shape", "kv", "tile_n", "time_us",
               "GB/s", "%probe", "CTAs", "combine_us", "comb_GB/s");
   for (const Result& r : results) {
-    std::printf("%-22s %-5s %6lld %10.2f %9.0f %6.1f%% %7lld %11.2f %9.0f\n", r.shape.c_str(),
-                r.kv.c_str(), static_cast<long long>(r.tile_n), r.us, r.gbps,
-                100.0 * r.gbps / probe, static_cast<long long>(r.ctas), r.combine_us,
+    std::printf("%-22s %-5s %6lld%s %10.2f %9.0f %6.1f%% %7lld %11.2f %9.0f\n", r.shape.c_str(),
+                r.kv.c_str(), static_cast<long long>(r.tile_n), r.default_tile ? "*" : " ", r.us,
+                r.gbps, 100.0 * r.gbps / probe, static_cast<long long>(r.ctas), r.combine_us,
                 r.combine_gbps);
   }
+  std::printf("(* the engine's own tile_n, mxattn::cuda::default_tile_n)\n");
 
   FILE* f = std::fopen(json_path.c_str(), "w");
   if (f == nullptr) {
@@ -271,12 +279,14 @@ int main(int argc, char** argv) {
   for (size_t n = 0; n < results.size(); ++n) {
     const Result& r = results[n];
     std::fprintf(f,
-                 "    {\"shape\": \"%s\", \"kv\": \"%s\", \"tile_n\": %lld, \"us\": %.3f, "
+                 "    {\"shape\": \"%s\", \"kv\": \"%s\", \"tile_n\": %lld, \"default_tile\": %s, "
+                 "\"us\": %.3f, "
                  "\"kv_bytes\": %.0f, \"gbps\": %.1f, \"ctas\": %lld, \"combines\": %s, "
                  "\"combine_us\": %.3f, \"combine_gbps\": %.1f}%s\n",
-                 r.shape.c_str(), r.kv.c_str(), static_cast<long long>(r.tile_n), r.us, r.kv_bytes,
-                 r.gbps, static_cast<long long>(r.ctas), r.combines ? "true" : "false",
-                 r.combine_us, r.combine_gbps, n + 1 < results.size() ? "," : "");
+                 r.shape.c_str(), r.kv.c_str(), static_cast<long long>(r.tile_n),
+                 r.default_tile ? "true" : "false", r.us, r.kv_bytes, r.gbps,
+                 static_cast<long long>(r.ctas), r.combines ? "true" : "false", r.combine_us,
+                 r.combine_gbps, n + 1 < results.size() ? "," : "");
   }
   std::fprintf(f, "  ]\n}\n");
   std::fclose(f);

@@ -30,6 +30,16 @@ namespace mxattn::cuda {
 inline constexpr int64_t kDefaultTileM = 16;
 inline constexpr int64_t kDefaultTileN = 64;
 
+// The key tile plan_decode uses when SplitOptions::tile_n is 0, from the logical key capacity Sk
+// of the cache (paged: max_pages * page_size) alone, never from the batch size or the other
+// sequences' lengths, so auto split_kv stays batch invariant. Long caches take 128-key tiles (auto
+// split then gives each CTA at least 1024 keys, halving the per-CTA start and merge costs and the
+// combine's bytes); caches below 2048 keys take 32-key tiles, so that a short sequence still
+// splits into enough CTAs to fill the GPU; kDefaultTileN in between.
+constexpr int64_t default_tile_n(int64_t seq_k) {
+  return seq_k >= 4096 ? 128 : seq_k >= 2048 ? kDefaultTileN : 32;
+}
+
 class DecodePlan {
  public:
   DecodePlan();

@@ -6,6 +6,7 @@
 
 #include "core/combine.h"
 #include "cuda/decode_params.h"
+#include "cuda/device_ops.cuh"
 #include "cuda/kernels.h"
 #include "cuda/output.cuh"
 
@@ -17,13 +18,16 @@ constexpr int kSplitUnroll = 8;
 
 __global__ void __launch_bounds__(kCombineRowsPerBlock * 32)
     combine_splits_kernel(const __grid_constant__ DecodeParams p) {
+  // Launched right behind the split kernel (programmatic dependent launch): its partials are
+  // complete and visible only after this wait.
+  wait_for_prerequisite_grid();
   const int lane = threadIdx.x & 31;
   const int64_t row = int64_t(blockIdx.x) * kCombineRowsPerBlock + (threadIdx.x >> 5);
   if (row >= p.batch * p.seq_q * p.heads_q) return;
   const int64_t h = row % p.heads_q;
   const int64_t i = (row / p.heads_q) % p.seq_q;
   const int64_t b = row / (p.heads_q * p.seq_q);
-  const TileInfo tile = p.tiles[b * p.q_tiles + i / p.tile_m];
+  const TileInfo tile = p.tiles[(b * p.tile_heads + h % p.tile_heads) * p.q_tiles + i / p.tile_m];
   if (p.counts != nullptr && lane == 0) {
     p.counts[b * p.counts_stride[0] + h * p.counts_stride[1] + i * p.counts_stride[2]] = tile.count;
   }

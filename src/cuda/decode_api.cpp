@@ -173,12 +173,24 @@ detail::DecodeParams params_for(const DecodePlan::Impl& plan, const AttentionArg
   return p;
 }
 
+// `behind_split`: the kernel directly follows the split kernel on the stream and may start before
+// that grid ends (programmatic dependent launch; the combine kernel waits for the grid itself).
 Status launch(const detail::KernelRef& kernel, dim3 grid, dim3 block, detail::DecodeParams& params,
-              void* stream) {
+              void* stream, bool behind_split = false) {
   void* args[] = {&params};
-  const cudaError_t e =
-      cudaLaunchKernel(kernel.function, grid, block, args, size_t(kernel.smem_bytes),
-                       static_cast<cudaStream_t>(stream));
+  cudaLaunchConfig_t config = {};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = size_t(kernel.smem_bytes);
+  config.stream = static_cast<cudaStream_t>(stream);
+  cudaLaunchAttribute early_start = {};
+  early_start.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  early_start.val.programmaticStreamSerializationAllowed = 1;
+  if (behind_split) {
+    config.attrs = &early_start;
+    config.numAttrs = 1;
+  }
+  const cudaError_t e = cudaLaunchKernelExC(&config, kernel.function, args);
   if (e != cudaSuccess) return cuda_failure("kernel launch", e);
   return Status::ok();
 }
@@ -203,7 +215,7 @@ struct Layout {
 Status plan_decode(const AttentionArgs& args, DecodePlan* plan) {
   core::Problem p;
   if (Status st = core::validate_problem(args, &p); !st) return st;
-  const core::SplitParams split = core::resolve_split(p, kDefaultTileM, kDefaultTileN);
+  const core::SplitParams split = core::resolve_split(p, kDefaultTileM, default_tile_n(p.seq_k));
   if (Status st = check_support(p, split); !st) return st;
   const int64_t slots = core::partial_slots(p, split);
   if (Status st = core::validate_partial_slots(args, slots); !st) return st;
@@ -376,7 +388,7 @@ Status run_decode(const DecodePlan& plan, const AttentionArgs& device_args, void
     return st;
   if (!impl->combines) return Status::ok();
   return launch(impl->combine, combine_grid(params), dim3(detail::kCombineRowsPerBlock * 32),
-                params, stream);
+                params, stream, true);
 }
 
 Status run_combine(const DecodePlan& plan, const AttentionArgs& device_args, void* stream) {

@@ -82,7 +82,9 @@ __device__ __forceinline__ SplitRange split_range(const DecodeParams& p, const W
   s.row_first = int64_t(work.q_tile) * p.tile_m;
   s.tile_rows = core::min64(p.tile_m, p.seq_q - s.row_first);
   s.packed_first = int64_t(blockIdx.y % p.row_blocks) * kRowsPerBlock;
-  s.block_rows = int(core::min64(kRowsPerBlock, s.tile_rows * p.group - s.packed_first));
+  // At least 0: a short last query tile packs fewer rows than the row blocks of the grid hold.
+  s.block_rows =
+      int(core::max64(0, core::min64(kRowsPerBlock, s.tile_rows * p.group - s.packed_first)));
   const core::TileRun run =
       core::split_tiles(core::TileRun{work.run_begin, work.run_count}, work.splits, work.split);
   const int64_t row_last = s.row_first + s.tile_rows - 1;
@@ -171,6 +173,15 @@ __device__ __forceinline__ void score_step(const uint8_t* k_tile, const uint32_t
   for (int t = 0; t < 2; ++t)
 #pragma unroll
     for (int e = 0; e < 4; ++e) s[t][e] = 0.0f;
+  // Scales 0 and 0xFF are rare (2^-127 and NaN): one test per step picks the exact conversion.
+  bool key_scale_ends = false;
+  if constexpr (Format::kMx) {
+#pragma unroll
+    for (int k = 0; k < 4; ++k)
+#pragma unroll
+      for (int word = 0; word < (DQK / 32 + 3) / 4; ++word)
+        key_scale_ends = key_scale_ends || has_e8m0_end(scales.k[k][word]);
+  }
 #pragma unroll
   for (int blk = 0; blk < DQK / 32; ++blk) {
     const int offset = (32 * blk + 8 * q4) * Shape::kBits / 8;
@@ -223,7 +234,11 @@ __device__ __forceinline__ void score_step(const uint8_t* k_tile, const uint32_t
     if constexpr (Format::kMx) {
       float key_scale[4];
 #pragma unroll
-      for (int k = 0; k < 4; ++k) key_scale[k] = e8m0_value(scale_byte(scales.k[k], blk));
+      for (int k = 0; k < 4; ++k) key_scale[k] = e8m0_inner_value(scales.k[k][blk / 4], blk % 4);
+      if (key_scale_ends) {
+#pragma unroll
+        for (int k = 0; k < 4; ++k) key_scale[k] = e8m0_value(scale_byte(scales.k[k], blk));
+      }
 #pragma unroll
       for (int t = 0; t < 2; ++t)
 #pragma unroll
@@ -267,24 +282,54 @@ __device__ __forceinline__ void value_step(const uint8_t* v_tile, const uint32_t
         mma_16x8x16<kMma>(o[8 * c + i], pa, b0, b1);
       }
     } else {
-      float val[4][8];
+      uint32_t raw[4][4];
 #pragma unroll
       for (int k = 0; k < 4; ++k) {
         const int at =
             tile_byte<Shape::kBits, Shape::kVChunks, Shape::kVRowBytes, true>(keys[k], offset);
-        uint32_t w[2], raw[4];
+        uint32_t w[2];
         load_group<KV>(v_tile, at, w);
-        decode_group<KV>(w, raw);
-        const float key_scale =
-            along_keys ? 1.0f : e8m0_value(scale_byte(scales.v[k], 2 * c + g / 4));
+        decode_group<KV>(w, raw[k]);
+      }
+      // The scale axis is uniform over the warp: each axis gets its own straight-line code, and
+      // each scale is converted once (one per key along the head dim, one per dim along the keys).
+      float val[4][8];
+      const auto scale_values = [&](const auto& scale_of) {
 #pragma unroll
-        for (int pr = 0; pr < 4; ++pr)
+        for (int k = 0; k < 4; ++k)
 #pragma unroll
-          for (int half = 0; half < 2; ++half) {
-            const int el = pair_element<KV>(pr, half);
-            const float sc = along_keys ? e8m0_value(scale_byte(scales.v[c], el)) : key_scale;
-            val[k][el] = unpack_half<MmaType::f16>(raw[pr], half) * sc;
-          }
+          for (int pr = 0; pr < 4; ++pr)
+#pragma unroll
+            for (int half = 0; half < 2; ++half) {
+              const int el = pair_element<KV>(pr, half);
+              val[k][el] = unpack_half<MmaType::f16>(raw[k][pr], half) * scale_of(k, el);
+            }
+      };
+      if (along_keys) {
+        float dim_scale[8];
+#pragma unroll
+        for (int el = 0; el < 8; ++el)
+          dim_scale[el] = e8m0_inner_value(scales.v[c][el / 4], el % 4);
+        if (has_e8m0_end(scales.v[c][0]) || has_e8m0_end(scales.v[c][1])) {
+#pragma unroll
+          for (int el = 0; el < 8; ++el) dim_scale[el] = e8m0_value(scale_byte(scales.v[c], el));
+        }
+        scale_values([&](int, int el) { return dim_scale[el]; });
+      } else {
+        // The lane's 8 dims lie in block 2c + g/4 of each of its keys.
+        const int block = 2 * c + g / 4;
+        float key_scale[4];
+        bool ends = false;
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+          key_scale[k] = e8m0_inner_value(scales.v[k][block / 4], block % 4);
+          ends = ends || has_e8m0_end(scales.v[k][block / 4]);
+        }
+        if (ends) {
+#pragma unroll
+          for (int k = 0; k < 4; ++k) key_scale[k] = e8m0_value(scale_byte(scales.v[k], block));
+        }
+        scale_values([&](int k, int) { return key_scale[k]; });
       }
 #pragma unroll
       for (int i = 0; i < 8; ++i) {
@@ -296,7 +341,7 @@ __device__ __forceinline__ void value_step(const uint8_t* v_tile, const uint32_t
 }
 
 template <DType KV, int DQK, int DV>
-__global__ void __launch_bounds__(kWarps * 32)
+__global__ void __launch_bounds__(kWarps * 32, (DecodeShape<KV, DQK, DV>::kMinBlocksPerSm))
     decode_split_kernel(const __grid_constant__ DecodeParams p) {
   using Format = KvFormat<KV>;
   using Shape = DecodeShape<KV, DQK, DV>;
@@ -312,16 +357,23 @@ __global__ void __launch_bounds__(kWarps * 32)
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, q4 = lane & 3;
 
+  // The combine kernel that follows (if any) may be scheduled now: it waits for this grid's end
+  // before it reads anything, and starting it early hides its launch behind this grid's last wave.
+  allow_dependent_launch();
+
   // One load: the work item carries its tile's partition and its sequence's visibility.
   const WorkItem work = p.work[blockIdx.x];
   const core::Visibility vis{work.last, p.causal, work.offset, p.window};
   const SplitRange range = split_range(p, work, vis);
+  // A row block past the packed rows of a short last query tile has nothing to do.
+  if (range.block_rows == 0) return;
 
   // Start this warp's copies first, so that they fly while Q is prepared.
   const int64_t my_steps = range.steps > warp ? (range.steps - warp + kWarps - 1) / kWarps : 0;
   auto step_key = [&](int64_t it) { return range.first_key + (warp + kWarps * it) * kStepKeys; };
-  auto stage_of = [&](int64_t it) {
-    return ring + (warp * Shape::kStages + int(it % Shape::kStages)) * Shape::kStepBytes;
+  // Stage `index` of this warp's ring; step `it` lives in stage it % kStages.
+  auto stage_at = [&](int index) {
+    return ring + (warp * Shape::kStages + index) * Shape::kStepBytes;
   };
   auto place_of = [&](int64_t key0) {
     return step_place(p, range.b, key0, core::max64(key0, range.load_lo));
@@ -331,7 +383,7 @@ __global__ void __launch_bounds__(kWarps * 32)
     if (it < my_steps) {
       const int64_t key0 = step_key(it);
       copy_step<Shape>(p, range.hkv, place_of(key0), key0, range.load_lo, range.load_hi,
-                       stage_of(it), lane);
+                       stage_at(it), lane);
     } else {
       copy_async_commit();
     }
@@ -376,20 +428,24 @@ __global__ void __launch_bounds__(kWarps * 32)
     }
   }
 
+  // The slots of step it and of step it + kStages - 1 (the one refilled), counted without a 64-bit
+  // remainder.
+  int slot = 0;
   for (int64_t it = 0; it < my_steps; ++it) {
+    const int refill_slot = slot == 0 ? Shape::kStages - 1 : slot - 1;
     copy_async_wait<Shape::kStages - 2>();
     __syncwarp();
     if (it + Shape::kStages - 1 < my_steps) {
       const int64_t key0 = step_key(it + Shape::kStages - 1);
       copy_step<Shape>(p, range.hkv, place_of(key0), key0, range.load_lo, range.load_hi,
-                       stage_of(it + Shape::kStages - 1), lane);
+                       stage_at(refill_slot), lane);
     } else {
       copy_async_commit();
     }
     StepScales<DQK, DV> scales{};
     if constexpr (Format::kMx) {
       if constexpr (Shape::kScalesInStage) {
-        read_stage_scales<Shape>(stage_of(it), p.v_scales_along_keys, lane, scales);
+        read_stage_scales<Shape>(stage_at(slot), p.v_scales_along_keys, lane, scales);
       } else {
         scales = prefetched;
         if (it + 1 < my_steps) {
@@ -401,7 +457,8 @@ __global__ void __launch_bounds__(kWarps * 32)
     }
 
     const int64_t key0 = step_key(it);
-    const uint8_t* stage = stage_of(it);
+    const uint8_t* stage = stage_at(slot);
+    slot = slot + 1 == Shape::kStages ? 0 : slot + 1;
     float s[2][4];
     score_step<KV, DQK, DV>(stage, q_frags, q_has_lo, scales, s);
 
@@ -452,7 +509,7 @@ __global__ void __launch_bounds__(kWarps * 32)
     for (int t = 0; t < 2; ++t)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        s[t][e] = exp2f(s[t][e] - base[e >> 1]);
+        s[t][e] = exp2_approx(s[t][e] - base[e >> 1]);
         row_sum[e >> 1] += s[t][e];
       }
     constexpr MmaType kValueMma = Format::kValueMma;
@@ -536,7 +593,7 @@ __global__ void __launch_bounds__(kWarps * 32)
                i * p.part_o_stride[2] + h * p.part_o_stride[3] + dim * p.part_o_stride[4]] = x;
     }
   }
-  if (threadIdx.x < range.block_rows) {
+  if (int(threadIdx.x) < range.block_rows) {
     const int row = threadIdx.x;
     const int64_t i = range.query_row(row), h = range.query_head(row, p.group);
     if (write_final && p.lse != nullptr) {

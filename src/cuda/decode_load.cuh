@@ -82,34 +82,73 @@ __device__ __forceinline__ void copy_step_scales(const DecodeParams& p, int64_t 
   }
 }
 
-// Issues the copies of one step's K and V rows into `stage`; keys outside [lo, hi] are zero-filled.
+// Physical byte offset, in a swizzled tile, of 16-byte chunk `chunk` of row `row`.
+template <int kBits, int kChunks, int kRowBytes, bool kValues>
+__device__ __forceinline__ int chunk_byte(int row, int chunk) {
+  return row * kRowBytes + (swizzled_chunk<kBits, kChunks, kValues>(row, chunk) << 4);
+}
+
+// Issues the copies of one step's K and V rows into `stage`; keys outside [lo, hi] are zero-filled
+// (the source of a zero-filled copy is the first bytes of K, always mapped: Dv <= Dqk).
+//
+// Paired copies (Shape::kPairedCopies): lanes 2r and 2r + 1 copy K row r and V row r, chunk 2j +
+// (lane & 1) at copy j, so that a lane pair reads 32 contiguous bytes and a lane's sources are one
+// row pointer plus constants: a few instructions per copy, and the key range checked once per row.
+// Otherwise consecutive lanes copy consecutive chunks of whole rows.
 template <class Shape>
 __device__ __forceinline__ void copy_step(const DecodeParams& p, int64_t hkv, StepPlace at,
                                           int64_t key0, int64_t lo, int64_t hi, uint8_t* stage,
                                           int lane) {
-  constexpr int kKCopies = kStepKeys * Shape::kKChunks;
-  constexpr int kCopies = kKCopies + kStepKeys * Shape::kVChunks;
-  const uint8_t* k_rows = p.k + at.outer * p.k_stride[0] + hkv * p.k_stride[2];
-  const uint8_t* v_rows = p.v + at.outer * p.v_stride[0] + hkv * p.v_stride[2];
-#pragma unroll
-  for (int u = 0; u < (kCopies + 31) / 32; ++u) {
-    const int c = lane + 32 * u;
-    if (kCopies % 32 != 0 && c >= kCopies) break;
-    const bool is_key = c < kKCopies;
-    const int cv = c - kKCopies;
-    const int row = is_key ? c / Shape::kKChunks : cv / Shape::kVChunks;
-    const int chunk = is_key ? c % Shape::kKChunks : cv % Shape::kVChunks;
+  constexpr int kKRowBytes = Shape::kKRowBytes, kVRowBytes = Shape::kVRowBytes;
+  uint8_t* v_stage = stage + kStepKeys * kKRowBytes;
+  if constexpr (Shape::kPairedCopies) {
+    static_assert(2 * kStepKeys == 32, "two lanes per key row");
+    const int row = lane >> 1, half = lane & 1;
     const int64_t key = key0 + row;
     const bool valid = key >= lo && key <= hi;
     const int64_t slot = at.slot0 + row;
-    const uint8_t* src = is_key ? k_rows + slot * p.k_stride[1] + chunk * 16
-                                : v_rows + slot * p.v_stride[1] + chunk * 16;
-    uint8_t* dst = is_key
-                       ? stage + row * Shape::kKRowBytes +
-                             swizzled_chunk<Shape::kBits, Shape::kKChunks, false>(row, chunk) * 16
-                       : stage + kStepKeys * Shape::kKRowBytes + row * Shape::kVRowBytes +
-                             swizzled_chunk<Shape::kBits, Shape::kVChunks, true>(row, chunk) * 16;
-    copy_async_16(dst, valid ? src : p.k, valid);
+    const uint8_t* k_src =
+        valid ? p.k + at.outer * p.k_stride[0] + slot * p.k_stride[1] + hkv * p.k_stride[2] : p.k;
+    const uint8_t* v_src =
+        valid ? p.v + at.outer * p.v_stride[0] + slot * p.v_stride[1] + hkv * p.v_stride[2] : p.k;
+#pragma unroll
+    for (int j = 0; j < Shape::kKChunks / 2; ++j) {
+      const int chunk = 2 * j + half;
+      copy_async_16(
+          stage + chunk_byte<Shape::kBits, Shape::kKChunks, kKRowBytes, false>(row, chunk),
+          k_src + 16 * chunk, valid);
+    }
+#pragma unroll
+    for (int j = 0; j < Shape::kVChunks / 2; ++j) {
+      const int chunk = 2 * j + half;
+      copy_async_16(
+          v_stage + chunk_byte<Shape::kBits, Shape::kVChunks, kVRowBytes, true>(row, chunk),
+          v_src + 16 * chunk, valid);
+    }
+  } else {
+    constexpr int kKCopies = kStepKeys * Shape::kKChunks;
+    constexpr int kCopies = kKCopies + kStepKeys * Shape::kVChunks;
+    const uint8_t* k_rows = p.k + at.outer * p.k_stride[0] + hkv * p.k_stride[2];
+    const uint8_t* v_rows = p.v + at.outer * p.v_stride[0] + hkv * p.v_stride[2];
+#pragma unroll
+    for (int u = 0; u < (kCopies + 31) / 32; ++u) {
+      const int c = lane + 32 * u;
+      if (kCopies % 32 != 0 && c >= kCopies) break;
+      const bool is_key = c < kKCopies;
+      const int cv = c - kKCopies;
+      const int row = is_key ? c / Shape::kKChunks : cv / Shape::kVChunks;
+      const int chunk = is_key ? c % Shape::kKChunks : cv % Shape::kVChunks;
+      const int64_t key = key0 + row;
+      const bool valid = key >= lo && key <= hi;
+      const int64_t slot = at.slot0 + row;
+      const uint8_t* src = is_key ? k_rows + slot * p.k_stride[1] + chunk * 16
+                                  : v_rows + slot * p.v_stride[1] + chunk * 16;
+      uint8_t* dst =
+          is_key
+              ? stage + chunk_byte<Shape::kBits, Shape::kKChunks, kKRowBytes, false>(row, chunk)
+              : v_stage + chunk_byte<Shape::kBits, Shape::kVChunks, kVRowBytes, true>(row, chunk);
+      copy_async_16(dst, valid ? src : p.k, valid);
+    }
   }
   if constexpr (Shape::kScalesInStage)
     copy_step_scales<Shape>(p, hkv, at, key0, lo, hi, stage, lane);

@@ -74,7 +74,7 @@ struct DecodeParams {
   int64_t counts_stride[3] = {};
 
   // The plan's device tables.
-  const TileInfo* tiles = nullptr;       // [B, q_tiles]
+  const TileInfo* tiles = nullptr;       // [B, tile_heads, q_tiles]
   const WorkItem* work = nullptr;        // [gridDim.x]
   const int32_t* block_table = nullptr;  // paged: [B, max_pages]
   int64_t block_table_stride = 0;
@@ -93,6 +93,7 @@ struct DecodeParams {
   int64_t tile_m = 16;
   int64_t tile_n = 32;
   int64_t q_tiles = 1;
+  int64_t tile_heads = 1;  // 1: one tile table per batch entry; heads_q: one per (b, h)
   int64_t row_blocks = 1;  // ceil(tile rows * group / kRowsPerBlock)
 };
 

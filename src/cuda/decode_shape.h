@@ -20,6 +20,10 @@ struct DecodeShape {
   static constexpr int kVRowBytes = DV * kBits / 8;
   static constexpr int kKChunks = kKRowBytes / 16;  // 16-byte copies per key row
   static constexpr int kVChunks = kVRowBytes / 16;
+  // MX caches copy a step's rows by lane pairs (32 contiguous bytes per row and copy, one row
+  // pointer per lane); 16-bit caches keep whole rows per half warp: the build that used paired
+  // copies for them too decoded bf16 25% slower (docs/perf.md, 2026-12-03).
+  static constexpr bool kPairedCopies = is_mx(KV) && kKChunks % 2 == 0 && kVChunks % 2 == 0;
   // MX scales of a step ride in the stage, after the rows, when every key's scale row is a whole
   // number of 4-byte words: K [16 keys][Dqk/32]; V [16 keys][Dv/32] along the head dim, or the
   // step's key block [Dv] along the keys.
@@ -47,6 +51,9 @@ struct DecodeShape {
   static constexpr int kQStageBytes = kRowsPerBlock * DQK * 4;
   static constexpr int kStatsBytes = (2 * kWarps + 2) * kRowsPerBlock * 4;
   static constexpr int kSmemBytes = kLoopBytes + kQFragBytes + kQStageBytes + kStatsBytes;
+  // CTAs per SM the register budget must allow: as many as the shared memory holds (228 KB per SM,
+  // 1 KB of it reserved per CTA), at most three (168 registers a thread), at least two.
+  static constexpr int kMinBlocksPerSm = clamp_int(233472 / (kSmemBytes + 1024), 2, 3);
 };
 
 }  // namespace mxattn::cuda::detail

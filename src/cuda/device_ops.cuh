@@ -56,6 +56,27 @@ __device__ __forceinline__ float unpack_half(uint32_t pair, int which) {
   }
 }
 
+// 2^x on the special function unit alone (ex2.approx.ftz: about 2 ulp, results below 2^-126
+// flushed to zero), for softmax weights that are rounded to 16 bits before they are used; exp2f
+// adds a range reduction for subnormal results around the same instruction.
+__device__ __forceinline__ float exp2_approx(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// Programmatic dependent launch (sm_90): lets the next kernel of the stream, launched with
+// cudaLaunchAttributeProgrammaticStreamSerialization, start its CTAs before this grid ends...
+__device__ __forceinline__ void allow_dependent_launch() {
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+}
+
+// ...where they wait here until this grid has finished and its writes are visible (a no-op for a
+// kernel launched without that attribute).
+__device__ __forceinline__ void wait_for_prerequisite_grid() {
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+}
+
 // Bytes {a, b} picked by `selector` (PTX prmt).
 __device__ __forceinline__ uint32_t byte_perm(uint32_t a, uint32_t b, uint32_t selector) {
   return __byte_perm(a, b, selector);

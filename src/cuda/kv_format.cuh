@@ -55,10 +55,13 @@ __device__ __forceinline__ uint32_t place_fp6_pair(uint32_t two_codes) {
 template <DType T>
 __device__ __forceinline__ void decode_group(const uint32_t (&w)[2], uint32_t (&raw)[4]) {
   if constexpr (T == DType::e4m3) {
+    // Both halves of a word converted in place (the conversion reads either half of a register).
 #pragma unroll
-    for (int p = 0; p < 4; ++p) {
-      const uint16_t two = uint16_t(w[p / 2] >> (16 * (p % 2)));
-      asm("cvt.rn.f16x2.e4m3x2 %0, %1;\n" : "=r"(raw[p]) : "h"(two));
+    for (int h = 0; h < 2; ++h) {
+      asm("{\n.reg .b16 lo, hi;\nmov.b32 {lo, hi}, %2;\ncvt.rn.f16x2.e4m3x2 %0, lo;\n"
+          "cvt.rn.f16x2.e4m3x2 %1, hi;\n}\n"
+          : "=r"(raw[2 * h]), "=r"(raw[2 * h + 1])
+          : "r"(w[h]));
     }
   } else if constexpr (T == DType::e5m2) {
     // E5M2 is the top byte of an f16.
@@ -82,10 +85,26 @@ __device__ __forceinline__ void decode_group(const uint32_t (&w)[2], uint32_t (&
   }
 }
 
-// An E8M0 scale as f32 (SPEC 5): 2^(e - 127), 0xFF is NaN; exact, subnormal 2^-127 included.
+// An E8M0 scale (e <= 0xff) as f32 (SPEC 5): 2^(e - 127), 0xFF is NaN; exact, subnormal 2^-127
+// included. Branch-free: e << 23 is the value for 1 <= e <= 254, and the two ends, 0 and 0xFF,
+// differ from it only by the f32 bit 22 (2^-127 is 0x00400000, the quiet NaN 0x7fc00000).
 __device__ __forceinline__ float e8m0_value(uint32_t e) {
-  if (e == 0xffu) return __uint_as_float(0x7fc00000u);
-  return e == 0 ? __uint_as_float(0x00400000u) : __uint_as_float(e << 23);
+  const uint32_t end_bit = ((e + 1u) & 0xfeu) == 0u ? 0x00400000u : 0u;
+  return __uint_as_float((e << 23) | end_bit);
+}
+
+// Byte `index` of an E8M0 scale word as f32 when that byte is neither 0 nor 0xFF: e << 23, two
+// instructions instead of e8m0_value's four.
+__device__ __forceinline__ float e8m0_inner_value(uint32_t word, int index) {
+  return __uint_as_float(((word >> (8 * index)) << 23) & 0x7f800000u);
+}
+
+// Whether any byte of `word` is 0 or 0xFF, the two E8M0 codes e8m0_inner_value gets wrong. A byte
+// is one of them exactly when its eight bits are equal, i.e. when it XOR itself shifted by one bit
+// (within the byte) is zero; then the classic zero-byte test.
+__device__ __forceinline__ bool has_e8m0_end(uint32_t word) {
+  const uint32_t flat = (word ^ (word >> 1)) & 0x7f7f7f7fu;
+  return ((flat - 0x01010101u) & ~flat & 0x80808080u) != 0u;
 }
 
 // Reads a group of 8 codes starting at byte `offset` of a shared-memory tile whose rows start at

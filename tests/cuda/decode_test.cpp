@@ -371,6 +371,73 @@ TEST(CudaDecode, RunsAndCombineAreDeterministic) {
   EXPECT_TRUE(values_bitwise_equal(first.o, got.outputs().o, "O of the combine alone"));
 }
 
+// The engine's own key tile (tile_n 0: default_tile_n of the cache's Sk), on caches long enough
+// for 128-key tiles and short enough for 32-key ones.
+TEST(CudaDecode, DefaultKeyTileMatchesReference) {
+  for (const int64_t keys : {int64_t(1024), int64_t(4096)}) {
+    for (DType kv : {DType::bf16, DType::e2m1}) {
+      Spec s = fixed_spec(kv);
+      s.seq_k = keys;
+      s.kv_len = {int32_t(keys), int32_t(keys / 2 + 7), 77};
+      s.tile_n = 0;
+      check_random_problem(s);
+    }
+  }
+}
+
+// E8M0 scales 0 (2^-127) and 0xFF (NaN) on valid keys, K and V, both scale paths (in the stage for
+// Dqk = Dv = 128, in registers for 64): NaN reaches exactly the outputs the reference gives NaN.
+TEST(CudaDecode, ExtremeScalesMatchReference) {
+  for (const int64_t dim : {int64_t(128), int64_t(64)}) {
+    for (DType kv : {DType::e4m3, DType::e3m2, DType::e2m1}) {
+      Spec s = fixed_spec(kv);
+      s.dim_qk = s.dim_v = dim;
+      SCOPED_TRACE(s.describe());
+      TestProblem ref(s);
+      TestProblem got(s, ref.data());
+      for (TestProblem* problem : {&ref, &got}) {
+        const AttentionArgs& a = problem->args();
+        const auto set_scale = [](const TensorView& scales, int64_t b, int64_t key, int64_t h,
+                                  int64_t block, uint8_t e) {
+          static_cast<uint8_t*>(scales.data)[core::offset_of(scales, b, key, h, block)] = e;
+        };
+        set_scale(a.k_scales, 0, 100, 0, 1, 0xff);  // rows of (b 0, KV head 0): NaN
+        set_scale(a.v_scales, 1, 50, 1, 1, 0xff);   // dims 32-63 of (b 1, KV head 1): NaN
+        for (int64_t block = 0; block < dim / 32; ++block) {
+          set_scale(a.k_scales, 2, 10, 0, block, 0);
+          set_scale(a.v_scales, 2, 11, 1, block, 0);
+        }
+      }
+      ASSERT_TRUE(ref.run(Engine::cpu_reference).is_ok());
+      DeviceProblem dev(got);
+      const Status st = run_cuda(got, dev);
+      ASSERT_TRUE(st.is_ok()) << st.message();
+      const Outputs want = ref.outputs();
+      EXPECT_TRUE(std::isnan(want.o[0]));
+      expect_matches(ref, want, got.outputs());
+    }
+  }
+}
+
+// Many query tiles (Sq = 200: 13 tiles of 16 rows), causal from the bottom right, the auto split,
+// GQA 4: the shape of a chunked-prefill step that the decode engine also serves when the caller
+// asks for partials.
+TEST(CudaDecode, ManyQueryTilesMatchReference) {
+  for (DType kv : {DType::bf16, DType::e4m3}) {
+    for (const bool partials : {false, true}) {
+      Spec s = fixed_spec(kv);
+      s.seq_q = 200;
+      s.seq_k = 200;
+      s.kv_len = {200, 150, 77};
+      s.causal = Causal::bottom_right;
+      s.lse = true;
+      s.partials = partials;
+      s.counts = partials;
+      check_random_problem(s);
+    }
+  }
+}
+
 TEST(CudaDecode, RefusesWhatItDoesNotSupport) {
   Spec mixed = fixed_spec(DType::bf16);
   mixed.v_type = DType::e4m3;

@@ -52,6 +52,15 @@ __global__ void e8m0_kernel(float* out) {
   out[threadIdx.x] = e8m0_value(threadIdx.x);
 }
 
+// For each scale word: has_e8m0_end, and e8m0_inner_value of each of its four bytes.
+__global__ void e8m0_word_kernel(const uint32_t* words, int64_t count, uint8_t* ends,
+                                 float* values) {
+  const int64_t n = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (n >= count) return;
+  ends[n] = has_e8m0_end(words[n]) ? 1 : 0;
+  for (int index = 0; index < 4; ++index) values[n * 4 + index] = e8m0_inner_value(words[n], index);
+}
+
 bool same_value(float want, float got) {
   if (std::isnan(want)) return std::isnan(got);
   return std::memcmp(&want, &got, 4) == 0;
@@ -165,6 +174,65 @@ TEST(CudaKvFormat, E8m0MatchesFormats) {
   for (int e = 0; e < 256; ++e) {
     EXPECT_TRUE(same_value(mx::decode_scale(uint8_t(e)), out[size_t(e)])) << "scale byte " << e;
   }
+}
+
+// The kernel's fast scale path: every byte at every position of a word, among neighbours that are
+// random bytes or the two ends themselves (so a 0x00 next to a 0xFF, and carries between bytes,
+// are covered), then random words.
+TEST(CudaKvFormat, E8m0WordsMatchFormats) {
+  const uint64_t seed = 8080;
+  SCOPED_TRACE(::testing::Message() << "seed " << seed);
+  std::mt19937_64 rng(seed);
+  std::vector<uint32_t> words;
+  const uint8_t fillers[] = {0x00, 0xff, 0x01, 0xfe, 0x7f, 0x80};
+  for (int e = 0; e < 256; ++e)
+    for (int index = 0; index < 4; ++index)
+      for (int variant = 0; variant < 12; ++variant) {
+        uint32_t w = 0;
+        for (int k = 0; k < 4; ++k) {
+          const uint8_t other =
+              variant < 6 ? fillers[variant] : uint8_t(1 + rng() % 254);  // variant >= 6: normal
+          w |= uint32_t(k == index ? uint8_t(e) : other) << (8 * k);
+        }
+        words.push_back(w);
+      }
+  for (int n = 0; n < 100000; ++n) words.push_back(uint32_t(rng()));
+  const int64_t count = int64_t(words.size());
+  uint32_t* d_words = nullptr;
+  uint8_t* d_ends = nullptr;
+  float* d_values = nullptr;
+  ASSERT_CUDA(cudaMalloc(&d_words, size_t(count) * 4));
+  ASSERT_CUDA(cudaMalloc(&d_ends, size_t(count)));
+  ASSERT_CUDA(cudaMalloc(&d_values, size_t(count) * 16));
+  ASSERT_CUDA(cudaMemcpy(d_words, words.data(), size_t(count) * 4, cudaMemcpyHostToDevice));
+  e8m0_word_kernel<<<unsigned((count + 255) / 256), 256>>>(d_words, count, d_ends, d_values);
+  ASSERT_CUDA(cudaGetLastError());
+  std::vector<uint8_t> ends(static_cast<size_t>(count));
+  std::vector<float> values(size_t(count) * 4);
+  ASSERT_CUDA(cudaMemcpy(ends.data(), d_ends, size_t(count), cudaMemcpyDeviceToHost));
+  ASSERT_CUDA(cudaMemcpy(values.data(), d_values, size_t(count) * 16, cudaMemcpyDeviceToHost));
+  cudaFree(d_words);
+  cudaFree(d_ends);
+  cudaFree(d_values);
+  int64_t bad = 0;
+  for (int64_t n = 0; n < count; ++n) {
+    const uint32_t w = words[size_t(n)];
+    bool any_end = false;
+    for (int index = 0; index < 4; ++index) {
+      const uint8_t e = uint8_t(w >> (8 * index));
+      const bool end = e == 0x00 || e == 0xff;
+      any_end = any_end || end;
+      if (!end && !same_value(mx::decode_scale(e), values[size_t(n * 4 + index)]) && bad++ < 5) {
+        ADD_FAILURE() << "byte " << index << " of word 0x" << std::hex << w << std::dec
+                      << " reads as " << values[size_t(n * 4 + index)];
+      }
+    }
+    if ((ends[size_t(n)] != 0) != any_end && bad++ < 5) {
+      ADD_FAILURE() << "word 0x" << std::hex << w << std::dec << ": has_e8m0_end says "
+                    << int(ends[size_t(n)]);
+    }
+  }
+  EXPECT_EQ(bad, 0);
 }
 
 }  // namespace
