@@ -5,6 +5,9 @@
 #include <string>
 
 #include "mxattn/cuda.h"
+#if MXATTN_WITH_PREFILL
+#include "mxattn/cuda_prefill.h"
+#endif
 
 namespace mxattn::cuda {
 namespace {
@@ -107,7 +110,29 @@ bool is_device_pointer(const void* p) {
   return attr.type == cudaMemoryTypeDevice || attr.type == cudaMemoryTypeManaged;
 }
 
+bool prefers_prefill(const AttentionArgs& a) {
+#if MXATTN_WITH_PREFILL
+  return a.q.shape[1] > kDefaultTileM && !a.split.partial_o.given() && !a.split.counts.given();
+#else
+  (void)a;
+  return false;
+#endif
+}
+
 Status run_attention(const AttentionArgs& device_args, void* stream) {
+#if MXATTN_WITH_PREFILL
+  if (prefers_prefill(device_args)) {
+    PrefillPlan prefill;
+    const Status planned = plan_prefill(device_args, &prefill);
+    if (planned) {
+      if (Status st = run_prefill(prefill, device_args, stream); !st) return st;
+      return check(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)),
+                   "cudaStreamSynchronize");
+    }
+    // What the prefill engine does not support, the decode engine may: any other error is final.
+    if (planned.code() != ErrorCode::unsupported) return planned;
+  }
+#endif
   DecodePlan plan;
   if (Status st = plan_decode(device_args, &plan); !st) return st;
   if (Status st = run_decode(plan, device_args, stream); !st) return st;

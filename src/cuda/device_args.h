@@ -38,7 +38,13 @@ class DeviceArgs {
 // True when `p` points to device memory (so `Engine::automatic` picks the CUDA engine).
 bool is_device_pointer(const void* p);
 
-// The one-shot CUDA path of mxattn::attention: plan, run on `stream`, wait for it.
+// Whether the CUDA path asks the prefill engine first: built in, more query rows than one decode
+// tile, and no caller-sized partial buffers (those follow the decode engine's tiles). The prefill
+// plan may still decline (ErrorCode::unsupported); then the decode engine runs.
+bool prefers_prefill(const AttentionArgs& a);
+
+// The one-shot CUDA path of mxattn::attention: the prefill engine for more than one decode tile of
+// query rows where it supports the problem, else the decode engine; plan, run on `stream`, wait.
 Status run_attention(const AttentionArgs& device_args, void* stream);
 
 }  // namespace mxattn::cuda

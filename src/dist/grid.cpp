@@ -26,6 +26,9 @@ void append_box(std::vector<Copy2D>* copies, const Grid& src, Box from, const Gr
   const int64_t width = (src.seq_major ? head_count : seq_count) * src.unit;
   const int64_t src_pitch = (src.seq_major ? src.heads : src.seq) * src.unit;
   const int64_t dst_pitch = (dst.seq_major ? dst.heads : dst.seq) * dst.unit;
+  // Copies merge only within this box: another tensor's copies may follow on in memory by chance
+  // (adjacent allocations), and one copy must never span two allocations.
+  const size_t first = copies->size();
   for (int64_t o = 0; o < src.outer; ++o) {
     Copy2D c;
     c.src = src.data + offset_of(src, o, from.seq, from.head);
@@ -34,7 +37,7 @@ void append_box(std::vector<Copy2D>* copies, const Grid& src, Box from, const Gr
     c.dst_pitch = dst_pitch;
     c.width = width;
     c.height = rows;
-    if (!copies->empty() && continues(copies->back(), c)) {
+    if (copies->size() > first && continues(copies->back(), c)) {
       copies->back().height += c.height;
     } else {
       copies->push_back(c);

@@ -6,6 +6,7 @@
 #include <nccl.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -25,6 +26,46 @@ static_assert(NCCL_UNIQUE_ID_BYTES == kNcclUniqueIdBytes);
 
 Status cuda_error(const char* call, cudaError_t code) {
   return Status::runtime(std::string(call) + " failed: " + cudaGetErrorString(code));
+}
+
+// The allocation holding `p` as "bytes [begin, end) of an allocation of n bytes", through the
+// driver's cuMemGetAddressRange (looked up at run time: no link to libcuda); "" when unknown.
+std::string allocation_of(const void* p) {
+  using AddressRange = int (*)(unsigned long long*, size_t*, unsigned long long);
+  void* fn = nullptr;
+  cudaDriverEntryPointQueryResult found{};
+  if (cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", &fn, 12000, cudaEnableDefault,
+                                       &found) != cudaSuccess ||
+      found != cudaDriverEntryPointSuccess || fn == nullptr) {
+    cudaGetLastError();
+    return "";
+  }
+  unsigned long long base = 0;
+  size_t size = 0;
+  if (reinterpret_cast<AddressRange>(fn)(&base, &size, reinterpret_cast<uintptr_t>(p)) != 0) {
+    return ", outside any device allocation";
+  }
+  return ", at byte " + std::to_string(reinterpret_cast<uintptr_t>(p) - base) +
+         " of an allocation of " + std::to_string(size) + " bytes";
+}
+
+// "device memory", "host memory" or "memory CUDA does not know", for error messages.
+std::string memory_kind(const void* p) {
+  cudaPointerAttributes attr{};
+  if (cudaPointerGetAttributes(&attr, p) != cudaSuccess) {
+    cudaGetLastError();
+    return "memory CUDA does not know";
+  }
+  switch (attr.type) {
+    case cudaMemoryTypeDevice:
+      return "device memory";
+    case cudaMemoryTypeManaged:
+      return "managed memory";
+    case cudaMemoryTypeHost:
+      return "pinned host memory";
+    default:
+      return "host memory";
+  }
 }
 
 Status nccl_error(const char* call, ncclResult_t code) {
@@ -145,9 +186,22 @@ class NcclCommunicator final : public Communicator {
   Status copy_2d(const Copy2D* copies, int64_t count) override {
     for (int64_t c = 0; c < count; ++c) {
       const Copy2D& k = copies[c];
-      MXATTN_CUDA_TRY(cudaMemcpy2DAsync(k.dst, size_t(k.dst_pitch), k.src, size_t(k.src_pitch),
-                                        size_t(k.width), size_t(k.height), cudaMemcpyDeviceToDevice,
-                                        stream_));
+      if (k.width == 0 || k.height == 0) continue;
+      cudaError_t e = cudaSuccess;
+      if (k.height == 1 || (k.src_pitch == k.width && k.dst_pitch == k.width)) {
+        // Contiguous rows: one flat copy.
+        e = cudaMemcpyAsync(k.dst, k.src, size_t(k.width * k.height), cudaMemcpyDefault, stream_);
+      } else {
+        e = cudaMemcpy2DAsync(k.dst, size_t(k.dst_pitch), k.src, size_t(k.src_pitch),
+                              size_t(k.width), size_t(k.height), cudaMemcpyDefault, stream_);
+      }
+      if (e != cudaSuccess) {
+        return Status::runtime(
+            "copy_2d: copy of " + std::to_string(k.height) + " rows of " + std::to_string(k.width) +
+            " bytes (source pitch " + std::to_string(k.src_pitch) + " in " + memory_kind(k.src) +
+            allocation_of(k.src) + ", destination pitch " + std::to_string(k.dst_pitch) + " in " +
+            memory_kind(k.dst) + allocation_of(k.dst) + ") failed: " + cudaGetErrorString(e));
+      }
     }
     return Status::ok();
   }

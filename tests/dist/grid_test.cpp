@@ -60,5 +60,20 @@ TEST(Grid, WholeRowBoxesMergeIntoOneCopy) {
   EXPECT_EQ(copies[0].height * copies[0].width, int64_t(a.size()));
 }
 
+// Two tensors that follow on in memory (as adjacent device allocations can) keep one copy each: a
+// merged copy would span two allocations, which cudaMemcpy refuses.
+TEST(Grid, BoxesOfDifferentTensorsNeverMerge) {
+  std::vector<std::byte> a(2 * 2 * 4 * 8), b(2 * 2 * 4 * 8);
+  const int64_t half = int64_t(a.size()) / 2;
+  const Grid src_k{a.data(), 1, 4, 2, 8, true}, src_v{a.data() + half, 1, 4, 2, 8, true};
+  const Grid dst_k{b.data(), 1, 4, 2, 8, true}, dst_v{b.data() + half, 1, 4, 2, 8, true};
+  std::vector<Copy2D> copies;
+  append_box(&copies, src_k, {0, 0}, dst_k, {0, 0}, 4, 2);
+  append_box(&copies, src_v, {0, 0}, dst_v, {0, 0}, 4, 2);
+  ASSERT_EQ(copies.size(), 2u);
+  EXPECT_EQ(copies[0].height * copies[0].width, half);
+  EXPECT_EQ(copies[1].src, src_v.data);
+}
+
 }  // namespace
 }  // namespace mxattn::dist
