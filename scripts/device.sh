@@ -8,6 +8,7 @@
 #   python         pip install . (CUDA build) and the pytest suite with PyTorch CUDA tensors
 #   dist           the NCCL backend with one rank end to end, and its all-to-all beside attention
 #   cpu_bench      the fast CPU engine beside PyTorch's CPU SDPA, 2 threads, same CPU
+#   ncu            Nsight Compute on one prefill launch per head dim (not run by default)
 # A failing section is reported and the next ones still run; a hung first GPU test skips the rest.
 # Everything a section writes (log, JSON, plot) goes to one work folder, packed at the end into
 # $OUT/results.tgz; $OUT/summary.txt holds the short tables, which are also printed last.
@@ -22,8 +23,9 @@ BUILD="${BUILD:-build/device}"
 WORK="$(mktemp -d)"
 JOBS="$(nproc)"
 SECTIONS=(build gpu_tests prefill_bench decode_bench sanitizer dist python cpu_bench)
-DECODE_FILTER='KvTypes/CudaDecodeSanitized.*:CudaDecode.RowsThatSeeNothing*:CudaDecode.GraphReplay*:CudaKvFormat.E8m0*'
-PREFILL_FILTER='Types/CudaPrefillSanitized.*:CudaPrefill.RowsThatSeeNothing*'
+DECODE_FILTER='KvTypes/CudaDecodeSanitized.*:CudaDecode.ManyQueryTiles*:CudaDecode.RowsThatSeeNothing*:CudaDecode.GraphReplay*:CudaKvFormat.E8m0*'
+PREFILL_FILTER='Types/CudaPrefillSanitized.*:CudaPrefillFeaturesSanitized.*:CudaPrefill.RowsThatSeeNothing*'
+NCCL_FILTER='NcclShardedAttention.OneGpuCudaEngine*'
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 mkdir -p "$OUT"
 
@@ -65,8 +67,9 @@ section_gpu_tests() {
 section_sanitizer() {
   [ "$HUNG" -eq 0 ] || return 1
   local rc=0 code bin filter
-  for pair in "mxattn_cuda_tests|$DECODE_FILTER" "mxattn_prefill_tests|$PREFILL_FILTER"; do
-    bin="$BUILD/tests/cuda/${pair%%|*}"
+  for pair in "cuda/mxattn_cuda_tests|$DECODE_FILTER" "cuda/mxattn_prefill_tests|$PREFILL_FILTER" \
+    "dist/mxattn_dist_nccl_tests|$NCCL_FILTER"; do
+    bin="$BUILD/tests/${pair%%|*}"
     filter="${pair#*|}"
     [ -x "$bin" ] || continue
     for tool in memcheck racecheck; do
@@ -119,6 +122,22 @@ section_cpu_bench() {
     --json "$WORK/cpu_attention.json" || return 1
   PYTHONUNBUFFERED=1 timeout 200 taskset -c 0,1 python3 bench/torch_sdpa_cpu.py --threads 2 \
     --json "$WORK/torch_sdpa_cpu.json"
+}
+
+# Nsight Compute on one launch of the prefill kernel per head dim (B1 H32 S4096 bf16, non-causal):
+# throughput, tensor-pipe use, warp stalls and register spills, to steer the tuning.
+section_ncu() {
+  [ "$HUNG" -eq 0 ] || return 1
+  local d rc=0
+  for d in ${NCU_DIMS:-128 256}; do
+    echo "== ncu prefill D=$d"
+    timeout 120 ncu --section SpeedOfLight --section WarpStateStats --section LaunchStats \
+      --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis -k regex:prefill_kernel -c 1 \
+      "$BUILD/tools/mxattn" run --engine cuda --batch 1 --seq-len-q 4096 --seq-len-k 4096 \
+      --num-heads-q 32 --num-heads-kv 32 --head-dim-qk "$d" --head-dim-v "$d" --q-format bf16 \
+      --k-format bf16 --v-format bf16 --repeat 1 --verify=false || rc=1
+  done
+  return $rc
 }
 
 section_summary() {

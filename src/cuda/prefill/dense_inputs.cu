@@ -85,18 +85,23 @@ __device__ __forceinline__ void group_pairs(const DenseInputParams& p, int64_t o
   }
 }
 
-template <DType kType>
+// Index: uint32_t where every row and group index fits (the divisions that locate a group then
+// cost a few instructions instead of a 64-bit division each), else int64_t.
+template <DType kType, class Index>
 __global__ void __launch_bounds__(kThreads)
     dense_input_kernel(const __grid_constant__ DenseInputParams p) {
-  const int64_t groups_per_row = p.shape[3] / kGroup;
-  const int64_t groups = p.shape[0] * p.shape[1] * p.shape[2] * groups_per_row;
-  for (int64_t g = int64_t(blockIdx.x) * kThreads + threadIdx.x; g < groups;
-       g += int64_t(gridDim.x) * kThreads) {
-    const int64_t d0 = g % groups_per_row * kGroup;
-    const int64_t r = g / groups_per_row;
-    const int64_t i2 = r % p.shape[2];
-    const int64_t i1 = r / p.shape[2] % p.shape[1];
-    const int64_t i0 = r / (p.shape[2] * p.shape[1]);
+  const Index groups_per_row = Index(p.shape[3] / kGroup);
+  const Index n2 = Index(p.shape[2]), n1 = Index(p.shape[1]);
+  const Index groups = Index(p.shape[0] * p.shape[1] * p.shape[2]) * groups_per_row;
+  for (Index g = Index(blockIdx.x) * kThreads + threadIdx.x; g < groups;
+       g += Index(gridDim.x) * kThreads) {
+    const Index r = g / groups_per_row;
+    const int64_t d0 = int64_t(g - r * groups_per_row) * kGroup;
+    const Index r1 = r / n2;
+    const int64_t i2 = int64_t(r - r1 * n2);
+    const Index i0_index = r1 / n1;
+    const int64_t i1 = int64_t(r1 - i0_index * n1);
+    const int64_t i0 = int64_t(i0_index);
     uint32_t pairs[kGroup / 2] = {};
     if (p.valid_rows == nullptr || i1 < p.valid_rows[i0]) {
       int64_t outer = i0, slot = i1;
@@ -107,7 +112,7 @@ __global__ void __launch_bounds__(kThreads)
       const int64_t row = outer * p.stride[0] + slot * p.stride[1] + i2 * p.stride[2];
       group_pairs<kType>(p, outer, slot, i2, row, d0, pairs);
     }
-    *reinterpret_cast<uint4*>(p.out + g * kGroup) =
+    *reinterpret_cast<uint4*>(p.out + int64_t(g) * kGroup) =
         make_uint4(pairs[0], pairs[1], pairs[2], pairs[3]);
   }
 }
@@ -118,7 +123,12 @@ cudaError_t launch_of(const DenseInputParams& p, cudaStream_t stream) {
   const int64_t blocks = (groups + kThreads - 1) / kThreads;
   // Enough blocks to fill the GPU many times over; the grid-stride loop covers the rest.
   const unsigned grid = unsigned(blocks < 65536 ? blocks : 65536);
-  dense_input_kernel<kType><<<grid, kThreads, 0, stream>>>(p);
+  // The grid-stride loop's last step must not wrap a 32-bit index either.
+  if (groups + int64_t(grid) * kThreads < (int64_t(1) << 32)) {
+    dense_input_kernel<kType, uint32_t><<<grid, kThreads, 0, stream>>>(p);
+  } else {
+    dense_input_kernel<kType, int64_t><<<grid, kThreads, 0, stream>>>(p);
+  }
   return cudaGetLastError();
 }
 
