@@ -579,6 +579,9 @@ TEST(Validate, BadSplitOptions) {
   a.split.tile_n = -64;
   EXPECT_TRUE(rejected_with(a, "tile_n must be >= 0 (0: the engine's choice), found -64"));
   a.split.tile_n = 0;
+  a.split.auto_target = -2;
+  EXPECT_TRUE(rejected_with(a, "auto_target must be >= 0 (0: the engine's choice), found -2"));
+  a.split.auto_target = 0;
   a.split.partial_o = buf.tensor(DType::f32, {4, kB, kSq, kHq, kDv});
   a.split.partial_lse = buf.tensor(DType::f32, {3, kB, kHq, kSq});
   EXPECT_TRUE(rejected_with(

@@ -89,6 +89,35 @@ TEST(CliRun, BadArgumentsExitTwoWithOneLine) {
   EXPECT_EQ(missing.err, "mxattn quant: " + dir.file("none.npy") + ": cannot open for reading\n");
 }
 
+// `mxattn plan` shows SPEC 3's pinned conservative counts (rocMLIR's prefix-causal case) and the
+// auto split's target, the engine's or the one given with --split-target.
+TEST(CliRun, PlanShowsThePinnedCountsAndTheAutoTarget) {
+  const TempDir dir("cli_plan");
+  const CommandResult pinned = run_cli(
+      dir,
+      "plan --seq-len-q 4 --seq-len-k 128 --num-heads-q 1 --num-heads-kv 1 --causal=prefix "
+      "--prefix-offset 62 --split-kv 4 --tile-n 32");
+  EXPECT_EQ(pinned.exit_code, 0) << pinned.err;
+  EXPECT_NE(pinned.out.find("exact count 3"), std::string::npos) << pinned.out;
+  EXPECT_NE(pinned.out.find("conservative per-row counts: 2 2 3 3"), std::string::npos)
+      << pinned.out;
+
+  const std::string auto_split =
+      "plan --seq-len-q 1 --seq-len-k 8192 --num-heads-q 1 --num-heads-kv 1 --split-kv auto";
+  const CommandResult engine = run_cli(dir, auto_split);
+  EXPECT_EQ(engine.exit_code, 0) << engine.err;
+  EXPECT_NE(engine.out.find("(8 key tiles per split"), std::string::npos) << engine.out;
+  EXPECT_NE(engine.out.find("128 key tiles, split_kv 16"), std::string::npos) << engine.out;
+  const CommandResult given = run_cli(dir, auto_split + " --split-target 32");
+  EXPECT_EQ(given.exit_code, 0) << given.err;
+  EXPECT_NE(given.out.find("(32 key tiles per split"), std::string::npos) << given.out;
+  EXPECT_NE(given.out.find("128 key tiles, split_kv 4"), std::string::npos) << given.out;
+
+  const CommandResult negative = run_cli(dir, auto_split + " --split-target -1");
+  EXPECT_EQ(negative.exit_code, 2);
+  EXPECT_TRUE(is_one_line(negative.err)) << negative.err;
+}
+
 void fill(core::HostTensor& x, uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::normal_distribution<float> normal;
