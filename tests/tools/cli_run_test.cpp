@@ -93,10 +93,10 @@ TEST(CliRun, BadArgumentsExitTwoWithOneLine) {
 // auto split's target, the engine's or the one given with --split-target.
 TEST(CliRun, PlanShowsThePinnedCountsAndTheAutoTarget) {
   const TempDir dir("cli_plan");
-  const CommandResult pinned = run_cli(
-      dir,
-      "plan --seq-len-q 4 --seq-len-k 128 --num-heads-q 1 --num-heads-kv 1 --causal=prefix "
-      "--prefix-offset 62 --split-kv 4 --tile-n 32");
+  const CommandResult pinned =
+      run_cli(dir,
+              "plan --seq-len-q 4 --seq-len-k 128 --num-heads-q 1 --num-heads-kv 1 --causal=prefix "
+              "--prefix-offset 62 --split-kv 4 --tile-n 32");
   EXPECT_EQ(pinned.exit_code, 0) << pinned.err;
   EXPECT_NE(pinned.out.find("exact count 3"), std::string::npos) << pinned.out;
   EXPECT_NE(pinned.out.find("conservative per-row counts: 2 2 3 3"), std::string::npos)
