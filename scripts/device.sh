@@ -3,7 +3,7 @@
 # sm_90a, CUTLASS headers from .deps), then sections:
 #   gpu_tests      every GPU test (decode, prefill, NCCL one rank): ctest -L gpu
 #   sanitizer      compute-sanitizer memcheck and racecheck on reduced filters (decode, prefill)
-#   decode_bench   the decode benchmark beside PyTorch SDPA (cuDNN, flash) in the same call
+#   decode_bench   the decode benchmark beside PyTorch SDPA (cuDNN, flash) in the same call, plot
 #   prefill_bench  the prefill benchmark beside PyTorch SDPA (cuDNN, flash) and torch.matmul, plot
 #   python         pip install . (CUDA build) and the pytest suite with PyTorch CUDA tensors
 #   dist           the NCCL backend with one rank end to end, and its all-to-all beside attention
@@ -91,7 +91,9 @@ section_decode_bench() {
   [ "$HUNG" -eq 0 ] || return 1
   timeout 150 "$BUILD/bench/cuda/mxattn_decode_bench" --json "$WORK/decode_bench.json" || return 1
   PYTHONUNBUFFERED=1 timeout 150 python3 bench/cuda/torch_sdpa_decode.py \
-    --json "$WORK/torch_sdpa_decode.json"
+    --json "$WORK/torch_sdpa_decode.json" || return 1
+  timeout 60 python3 bench/cuda/plot_decode.py "$WORK/decode_bench.json" \
+    "$WORK/torch_sdpa_decode.json" "$OUT/decode_bench.png"
 }
 
 section_prefill_bench() {
