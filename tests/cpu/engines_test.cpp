@@ -15,6 +15,18 @@ namespace {
 constexpr uint64_t kConfigs = 200;
 constexpr uint64_t kBf16Configs = 100;
 
+// Every kernel set on `p` against the reference's outputs `want`: exact empty rows, the rest within
+// the output type's tolerance.
+void expect_every_kernel_set_matches(TestProblem& p, const Outputs& want) {
+  for (const CpuRunner& runner : fast_runners()) {
+    SCOPED_TRACE(runner.name());
+    ASSERT_TRUE(runner.run(p).is_ok());
+    const Outputs got = p.outputs();
+    ASSERT_TRUE(empty_rows_exact(p, got));
+    ASSERT_TRUE(outputs_close(want, got, p.spec().o_type));
+  }
+}
+
 // One reference run per problem, checked against every kernel set.
 TEST(FastEngine, MatchesReferenceOnRandomProblems) {
   int64_t empty_rows = 0;
@@ -25,13 +37,7 @@ TEST(FastEngine, MatchesReferenceOnRandomProblems) {
     ASSERT_TRUE(p.run(Engine::cpu_reference).is_ok());
     const Outputs want = p.outputs();
     ASSERT_TRUE(empty_rows_exact(p, want, &empty_rows));
-    for (const CpuRunner& runner : fast_runners()) {
-      SCOPED_TRACE(runner.name());
-      ASSERT_TRUE(runner.run(p).is_ok());
-      const Outputs got = p.outputs();
-      ASSERT_TRUE(empty_rows_exact(p, got));
-      ASSERT_TRUE(outputs_close(want, got, spec.o_type));
-    }
+    ASSERT_NO_FATAL_FAILURE(expect_every_kernel_set_matches(p, want));
   }
   // The sample must hold masked rows, or the exactness check above proves nothing.
   EXPECT_GT(empty_rows, 0);
@@ -52,13 +58,7 @@ TEST(FastEngine, MatchesReferenceOnBf16Problems) {
     TestProblem p(spec);
     ASSERT_TRUE(p.run(Engine::cpu_reference).is_ok());
     const Outputs want = p.outputs();
-    for (const CpuRunner& runner : fast_runners()) {
-      SCOPED_TRACE(runner.name());
-      ASSERT_TRUE(runner.run(p).is_ok());
-      const Outputs got = p.outputs();
-      ASSERT_TRUE(empty_rows_exact(p, got));
-      ASSERT_TRUE(outputs_close(want, got, spec.o_type));
-    }
+    ASSERT_NO_FATAL_FAILURE(expect_every_kernel_set_matches(p, want));
   }
 }
 

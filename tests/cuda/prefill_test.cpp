@@ -270,6 +270,18 @@ void check_random_problem(const Spec& spec) {
   expect_matches(ref, ref.outputs(), got.outputs());
 }
 
+// Runs both problems on the device and expects O and LSE equal bit for bit.
+void expect_bitwise_same_outputs(TestProblem& a, TestProblem& b) {
+  DeviceProblem dev_a(a), dev_b(b);
+  const Status st_a = run_cuda(a, dev_a);
+  ASSERT_TRUE(st_a.is_ok()) << st_a.message();
+  const Status st_b = run_cuda(b, dev_b);
+  ASSERT_TRUE(st_b.is_ok()) << st_b.message();
+  const Outputs oa = a.outputs(), ob = b.outputs();
+  EXPECT_TRUE(values_bitwise_equal(oa.o, ob.o, "O"));
+  EXPECT_TRUE(values_bitwise_equal(oa.lse, ob.lse, "LSE"));
+}
+
 std::string type_name(const ::testing::TestParamInfo<DType>& info) {
   return std::string(name_of(info.param));
 }
@@ -407,12 +419,7 @@ TEST(CudaPrefillPaged, ChunkAgainstCacheMatchesReferenceAndDense) {
     check_random_problem(paged);
     const ProblemData data = generate_data(paged);
     TestProblem a(dense, data), b(paged, data);
-    DeviceProblem dev_a(a), dev_b(b);
-    ASSERT_TRUE(run_cuda(a, dev_a).is_ok());
-    ASSERT_TRUE(run_cuda(b, dev_b).is_ok());
-    const Outputs oa = a.outputs(), ob = b.outputs();
-    EXPECT_TRUE(values_bitwise_equal(oa.o, ob.o, "O"));
-    EXPECT_TRUE(values_bitwise_equal(oa.lse, ob.lse, "LSE"));
+    expect_bitwise_same_outputs(a, b);
   }
 }
 
@@ -502,12 +509,7 @@ TEST(CudaPrefill, GqaEqualsRepeatedKvBitwise) {
   rep.k = repeat(data.k, grouped.dim_qk);
   rep.v = repeat(data.v, grouped.dim_v);
   TestProblem a(grouped, data), b(repeated, rep);
-  DeviceProblem dev_a(a), dev_b(b);
-  ASSERT_TRUE(run_cuda(a, dev_a).is_ok());
-  ASSERT_TRUE(run_cuda(b, dev_b).is_ok());
-  const Outputs oa = a.outputs(), ob = b.outputs();
-  EXPECT_TRUE(values_bitwise_equal(oa.o, ob.o, "O"));
-  EXPECT_TRUE(values_bitwise_equal(oa.lse, ob.lse, "LSE"));
+  expect_bitwise_same_outputs(a, b);
 }
 
 // Two runs agree bit for bit, with and without split-KV.
@@ -585,13 +587,7 @@ TEST(CudaPrefillSparse, AllPresentEqualsDenseBitwise) {
       SCOPED_TRACE(sparse.describe());
       const ProblemData data = generate_data(sparse);
       TestProblem a(dense, data), b(sparse, data);
-      DeviceProblem dev_a(a), dev_b(b);
-      ASSERT_TRUE(run_cuda(a, dev_a).is_ok());
-      const Status st = run_cuda(b, dev_b);
-      ASSERT_TRUE(st.is_ok()) << st.message();
-      const Outputs oa = a.outputs(), ob = b.outputs();
-      EXPECT_TRUE(values_bitwise_equal(oa.o, ob.o, "O"));
-      EXPECT_TRUE(values_bitwise_equal(oa.lse, ob.lse, "LSE"));
+      expect_bitwise_same_outputs(a, b);
     }
   }
 }
