@@ -14,6 +14,7 @@
 
 #include <bit>
 #include <cstdint>
+#include <initializer_list>
 
 #include "cpu/fast_kernels.h"
 #include "cpu/simd/ops_avx512.h"
@@ -293,21 +294,16 @@ void block_values(const Bf16TileStep& s, int64_t r0, int64_t keys_used) {
       const uint32_t* values = s.values + (k / 2) * s.dim_v_padded + c;
       _tile_loadd(6, values, value_bytes);
       _tile_loadd(7, values + 16, value_bytes);
-      _tile_loadd(4, s.weights_high + k, weight_bytes);
-      _tile_dpbf16ps(0, 4, 6);
-      _tile_dpbf16ps(1, 4, 7);
-      if constexpr (RB == 2) {
-        _tile_loadd(5, s.weights_high + second_weights + k, weight_bytes);
-        _tile_dpbf16ps(2, 5, 6);
-        _tile_dpbf16ps(3, 5, 7);
-      }
-      _tile_loadd(4, s.weights_low + k, weight_bytes);
-      _tile_dpbf16ps(0, 4, 6);
-      _tile_dpbf16ps(1, 4, 7);
-      if constexpr (RB == 2) {
-        _tile_loadd(5, s.weights_low + second_weights + k, weight_bytes);
-        _tile_dpbf16ps(2, 5, 6);
-        _tile_dpbf16ps(3, 5, 7);
+      // The weights' high bf16 part, then their low part, each times V into the same sums.
+      for (const uint16_t* weights : {s.weights_high + k, s.weights_low + k}) {
+        _tile_loadd(4, weights, weight_bytes);
+        _tile_dpbf16ps(0, 4, 6);
+        _tile_dpbf16ps(1, 4, 7);
+        if constexpr (RB == 2) {
+          _tile_loadd(5, weights + second_weights, weight_bytes);
+          _tile_dpbf16ps(2, 5, 6);
+          _tile_dpbf16ps(3, 5, 7);
+        }
       }
     }
     _tile_stored(0, out, out_bytes);
