@@ -4,10 +4,6 @@
 #include <string>
 
 #include "cuda/device_args.h"
-#include "mxattn/cuda.h"
-#if MXATTN_WITH_PREFILL
-#include "mxattn/cuda_prefill.h"
-#endif
 #include "runner.h"
 
 namespace mxattn::tools {
@@ -28,26 +24,16 @@ class CudaRunner final : public Runner {
 
   Status init() {
     if (Status st = cuda::DeviceArgs::upload(w_.args(), &device_); !st) return st;
-#if MXATTN_WITH_PREFILL
-    if (cuda::prefers_prefill(device_.args())) {
-      const Status planned = cuda::plan_prefill(device_.args(), &prefill_);
-      if (!planned && planned.code() != ErrorCode::unsupported) return planned;
-    }
-#endif
-    if (!uses_prefill()) {
-      if (Status st = cuda::plan_decode(device_.args(), &plan_); !st) return st;
-    }
+    if (Status st = plan_.plan(device_.args()); !st) return st;
     if (Status st = check(cudaEventCreate(&start_), "cudaEventCreate"); !st) return st;
     return check(cudaEventCreate(&stop_), "cudaEventCreate");
   }
 
-  const char* name() const override {
-    return uses_prefill() ? "cuda-prefill" : "cuda-decode";
-  }
+  const char* name() const override { return plan_.name(); }
 
   Status run(double* seconds) override {
     if (Status st = check(cudaEventRecord(start_), "cudaEventRecord"); !st) return st;
-    if (Status st = launch(); !st) return st;
+    if (Status st = plan_.run(device_.args(), nullptr); !st) return st;
     if (Status st = check(cudaEventRecord(stop_), "cudaEventRecord"); !st) return st;
     if (Status st = check(cudaEventSynchronize(stop_), "cudaEventSynchronize"); !st) return st;
     float ms = 0;
@@ -57,34 +43,13 @@ class CudaRunner final : public Runner {
     *seconds = double(ms) * 1e-3;
     return Status::ok();
   }
-  Status poison_outputs() override {
-    return device_.poison_outputs();
-  }
-  Status fetch_outputs() override {
-    return device_.download_outputs(w_.args());
-  }
+  Status poison_outputs() override { return device_.poison_outputs(); }
+  Status fetch_outputs() override { return device_.download_outputs(w_.args()); }
 
  private:
-  bool uses_prefill() const {
-#if MXATTN_WITH_PREFILL
-    return prefill_.ready();
-#else
-    return false;
-#endif
-  }
-  Status launch() {
-#if MXATTN_WITH_PREFILL
-    if (uses_prefill()) return cuda::run_prefill(prefill_, device_.args(), nullptr);
-#endif
-    return cuda::run_decode(plan_, device_.args(), nullptr);
-  }
-
   workload::Workload& w_;
   cuda::DeviceArgs device_;
-  cuda::DecodePlan plan_;
-#if MXATTN_WITH_PREFILL
-  cuda::PrefillPlan prefill_;
-#endif
+  cuda::EnginePlan plan_;
   cudaEvent_t start_ = nullptr, stop_ = nullptr;
 };
 

@@ -5,9 +5,6 @@
 #include <string>
 
 #include "mxattn/cuda.h"
-#if MXATTN_WITH_PREFILL
-#include "mxattn/cuda_prefill.h"
-#endif
 
 namespace mxattn::cuda {
 namespace {
@@ -119,23 +116,36 @@ bool prefers_prefill(const AttentionArgs& a) {
 #endif
 }
 
-Status run_attention(const AttentionArgs& device_args, void* stream) {
+bool EnginePlan::uses_prefill() const {
+#if MXATTN_WITH_PREFILL
+  return prefill_.ready();
+#else
+  return false;
+#endif
+}
+
+Status EnginePlan::plan(const AttentionArgs& device_args) {
 #if MXATTN_WITH_PREFILL
   if (prefers_prefill(device_args)) {
-    PrefillPlan prefill;
-    const Status planned = plan_prefill(device_args, &prefill);
-    if (planned) {
-      if (Status st = run_prefill(prefill, device_args, stream); !st) return st;
-      return check(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)),
-                   "cudaStreamSynchronize");
-    }
+    const Status planned = plan_prefill(device_args, &prefill_);
     // What the prefill engine does not support, the decode engine may: any other error is final.
-    if (planned.code() != ErrorCode::unsupported) return planned;
+    if (planned || planned.code() != ErrorCode::unsupported) return planned;
   }
 #endif
-  DecodePlan plan;
-  if (Status st = plan_decode(device_args, &plan); !st) return st;
-  if (Status st = run_decode(plan, device_args, stream); !st) return st;
+  return plan_decode(device_args, &decode_);
+}
+
+Status EnginePlan::run(const AttentionArgs& device_args, void* stream) const {
+#if MXATTN_WITH_PREFILL
+  if (uses_prefill()) return run_prefill(prefill_, device_args, stream);
+#endif
+  return run_decode(decode_, device_args, stream);
+}
+
+Status run_attention(const AttentionArgs& device_args, void* stream) {
+  EnginePlan plan;
+  if (Status st = plan.plan(device_args); !st) return st;
+  if (Status st = plan.run(device_args, stream); !st) return st;
   // The plan's workspace is freed on return: wait for the step that uses it.
   return check(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)), "cudaStreamSynchronize");
 }

@@ -7,6 +7,10 @@
 #include <vector>
 
 #include "mxattn/attention.h"
+#include "mxattn/cuda.h"
+#if MXATTN_WITH_PREFILL
+#include "mxattn/cuda_prefill.h"
+#endif
 
 namespace mxattn::cuda {
 
@@ -43,8 +47,27 @@ bool is_device_pointer(const void* p);
 // plan may still decline (ErrorCode::unsupported); then the decode engine runs.
 bool prefers_prefill(const AttentionArgs& a);
 
-// The one-shot CUDA path of mxattn::attention: the prefill engine for more than one decode tile of
-// query rows where it supports the problem, else the decode engine; plan, run on `stream`, wait.
+// The plan of the CUDA engine that runs a problem: the prefill engine where prefers_prefill says so
+// and it supports the problem, else the decode engine. The one home of that choice, for
+// mxattn::attention and the command line.
+class EnginePlan {
+ public:
+  // Plans on `device_args` (plan_prefill, plan_decode); every error but the prefill engine's
+  // ErrorCode::unsupported, after which the decode engine plans, is final.
+  Status plan(const AttentionArgs& device_args);
+  // Launches the planned engine's kernels on `stream`, without waiting for them.
+  Status run(const AttentionArgs& device_args, void* stream) const;
+  bool uses_prefill() const;
+  const char* name() const { return uses_prefill() ? "cuda-prefill" : "cuda-decode"; }
+
+ private:
+  DecodePlan decode_;
+#if MXATTN_WITH_PREFILL
+  PrefillPlan prefill_;
+#endif
+};
+
+// The one-shot CUDA path of mxattn::attention: an EnginePlan, run on `stream`, waited for.
 Status run_attention(const AttentionArgs& device_args, void* stream);
 
 }  // namespace mxattn::cuda
