@@ -131,10 +131,11 @@ bool copied_to_workspace(const core::Problem& p, int t) {
   return is_mx(inputs[t]->dtype) || (t > 0 && p.paged);
 }
 
-// What this engine supports beyond SPEC validity.
-Status check_support(const core::Problem& p, const prefill::KernelEntry& kernel) {
+// What this engine supports beyond SPEC validity; `element` is kernel_element(p.args).
+Status check_support(const core::Problem& p, std::optional<DType> element,
+                     const prefill::KernelEntry& kernel) {
   const AttentionArgs& a = p.args;
-  if (!kernel_element(a)) {
+  if (!element) {
     return Status::unsupported(
         cat("Q, K and V: the CUDA prefill engine needs one plain type for all three (bf16 or f16), "
             "or MX types with bf16 for those that are not MX; found ",
@@ -239,9 +240,10 @@ struct Layout {
 Status plan_prefill(const AttentionArgs& args, PrefillPlan* plan) {
   core::Problem p;
   if (Status st = core::validate_problem(args, &p); !st) return st;
+  const std::optional<DType> kernel_type = kernel_element(args);
   const prefill::KernelEntry kernel =
-      prefill::kernel_entry(kernel_element(args).value_or(args.q.dtype), p.dim_qk, p.dim_v);
-  if (Status st = check_support(p, kernel); !st) return st;
+      prefill::kernel_entry(kernel_type.value_or(args.q.dtype), p.dim_qk, p.dim_v);
+  if (Status st = check_support(p, kernel_type, kernel); !st) return st;
   const core::SplitParams split =
       core::resolve_split(p, kernel.tile_m, kernel.tile_n, kPrefillTargetTilesPerSplit);
   const int64_t slots = core::partial_slots(p, split);
@@ -284,7 +286,7 @@ Status plan_prefill(const AttentionArgs& args, PrefillPlan* plan) {
   // The dense copies: Q [B, Sq, Hq, Dqk], K [B, Sk, Hkv, Dqk] and V [B, Sk, Hkv, Dv], each in the
   // kernel's element type, with the paged cache's block table and every kv_len beside them.
   const TensorView* inputs[3] = {&args.q, &args.k, &args.v};
-  const DType element = kernel_element(args).value_or(DType::bf16);
+  const DType element = *kernel_type;  // check_support refused the problems without one
   TensorView kernel_inputs[3];
   int64_t at_copy[3] = {};
   for (int t = 0; t < 3; ++t) {
