@@ -9,6 +9,7 @@
 #   dist           the NCCL backend with one rank end to end, and its all-to-all beside attention
 #   cpu_bench      the fast CPU engine beside PyTorch's CPU SDPA, 2 threads, same CPU
 #   ncu            Nsight Compute on one prefill launch per head dim (not run by default)
+#   ncu_decode     Nsight Compute on one decode split kernel per KV type (not run by default)
 # A failing section is reported and the next ones still run; a hung first GPU test skips the rest.
 # Everything a section writes (log, JSON, plot) goes to one work folder, packed at the end into
 # $OUT/results.tgz; $OUT/summary.txt holds the short tables, which are also printed last.
@@ -141,6 +142,41 @@ section_ncu() {
       "$BUILD/tools/mxattn" run --engine cuda --batch 1 --seq-len-q 4096 --seq-len-k 4096 \
       --num-heads-q 32 --num-heads-kv 32 --head-dim-qk "$d" --head-dim-v "$d" --q-format bf16 \
       --k-format bf16 --v-format bf16 --repeat 1 --verify=false || rc=1
+  done
+  return $rc
+}
+
+section_ncu_decode() {
+  [ "$HUNG" -eq 0 ] || return 1
+  local f rc=0 problem
+  for f in ${NCU_KV:-e4m3 e2m1}; do
+    problem=(run --engine cuda --batch 1 --seq-len-q 1 --seq-len-k 131072 --num-heads-q 32
+      --num-heads-kv 32 --head-dim-qk 128 --head-dim-v 128 --q-format bf16 --k-format "$f"
+      --v-format "$f" --repeat 1 --verify=false)
+    echo "== ncu decode kv=$f"
+    timeout 150 ncu --section SpeedOfLight --section WarpStateStats --section ComputeWorkloadAnalysis \
+      --section InstructionStats --section Occupancy --section SourceCounters \
+      -k regex:decode_split_kernel -c 1 -o "$WORK/ncu_decode_$f" "$BUILD/tools/mxattn" "${problem[@]}" || rc=1
+    ncu -i "$WORK/ncu_decode_$f.ncu-rep" --print-details all || rc=1
+    ncu -i "$WORK/ncu_decode_$f.ncu-rep" --page source --csv --print-source sass \
+      > "$WORK/ncu_decode_${f}_sass.csv" || rc=1
+    timeout 60 ncu --metrics sm__inst_executed_pipe_alu.avg.pct_of_peak_sustained_active,\
+sm__inst_executed_pipe_fma.avg.pct_of_peak_sustained_active,\
+sm__inst_executed_pipe_fmaheavy.avg.pct_of_peak_sustained_active,\
+sm__inst_executed_pipe_xu.avg.pct_of_peak_sustained_active,\
+sm__inst_executed_pipe_lsu.avg.pct_of_peak_sustained_active,\
+sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active,\
+smsp__issue_active.avg.pct_of_peak_sustained_active,smsp__inst_executed.sum \
+      -k regex:decode_split_kernel -c 1 "$BUILD/tools/mxattn" "${problem[@]}" || rc=1
+  done
+  # The split kernels' SASS with source lines, to attribute the per-instruction counts above.
+  local obj dir="$WORK/decode_sass"
+  mkdir -p "$dir"
+  for f in ${NCU_KV:-e4m3 e2m1}; do
+    obj=$(find "$PWD/$BUILD" -name "split_kernel_$f.cu.o" | head -1)
+    [ -n "$obj" ] || continue
+    (cd "$dir" && cuobjdump -xelf all "$obj" >/dev/null && for c in *.cubin; do
+      nvdisasm -g "$c" > "${f}_${c%.cubin}.sass.txt"; rm -f "$c"; done) || rc=1
   done
   return $rc
 }

@@ -164,7 +164,7 @@ __device__ __forceinline__ void build_q_fragments(const DecodeParams& p, const S
 template <DType KV, int DQK, int DV>
 __device__ __forceinline__ void score_step(const uint8_t* k_tile, const uint32_t* q_frags,
                                            bool q_has_lo, const StepScales<DQK, DV>& scales,
-                                           float (&s)[2][4]) {
+                                           bool scale_ends, float (&s)[2][4]) {
   using Format = KvFormat<KV>;
   using Shape = DecodeShape<KV, DQK, DV>;
   constexpr MmaType kMma = Format::kKeyMma;
@@ -173,15 +173,6 @@ __device__ __forceinline__ void score_step(const uint8_t* k_tile, const uint32_t
   for (int t = 0; t < 2; ++t)
 #pragma unroll
     for (int e = 0; e < 4; ++e) s[t][e] = 0.0f;
-  // Scales 0 and 0xFF are rare (2^-127 and NaN): one test per step picks the exact conversion.
-  bool key_scale_ends = false;
-  if constexpr (Format::kMx) {
-#pragma unroll
-    for (int k = 0; k < 4; ++k)
-#pragma unroll
-      for (int word = 0; word < (DQK / 32 + 3) / 4; ++word)
-        key_scale_ends = key_scale_ends || has_e8m0_end(scales.k[k][word]);
-  }
 #pragma unroll
   for (int blk = 0; blk < DQK / 32; ++blk) {
     const int offset = (32 * blk + 8 * q4) * Shape::kBits / 8;
@@ -235,7 +226,7 @@ __device__ __forceinline__ void score_step(const uint8_t* k_tile, const uint32_t
       float key_scale[4];
 #pragma unroll
       for (int k = 0; k < 4; ++k) key_scale[k] = e8m0_inner_value(scales.k[k][blk / 4], blk % 4);
-      if (key_scale_ends) {
+      if (scale_ends) {
 #pragma unroll
         for (int k = 0; k < 4; ++k) key_scale[k] = e8m0_value(scale_byte(scales.k[k], blk));
       }
@@ -253,7 +244,7 @@ __device__ __forceinline__ void score_step(const uint8_t* k_tile, const uint32_t
 template <DType KV, int DQK, int DV>
 __device__ __forceinline__ void value_step(const uint8_t* v_tile, const uint32_t (&pa)[4],
                                            bool along_keys, const StepScales<DQK, DV>& scales,
-                                           float (&o)[DV / 8][4]) {
+                                           bool scale_ends, float (&o)[DV / 8][4]) {
   using Format = KvFormat<KV>;
   using Shape = DecodeShape<KV, DQK, DV>;
   constexpr MmaType kMma = Format::kValueMma;
@@ -310,7 +301,7 @@ __device__ __forceinline__ void value_step(const uint8_t* v_tile, const uint32_t
 #pragma unroll
         for (int el = 0; el < 8; ++el)
           dim_scale[el] = e8m0_inner_value(scales.v[c][el / 4], el % 4);
-        if (has_e8m0_end(scales.v[c][0]) || has_e8m0_end(scales.v[c][1])) {
+        if (scale_ends) {
 #pragma unroll
           for (int el = 0; el < 8; ++el) dim_scale[el] = e8m0_value(scale_byte(scales.v[c], el));
         }
@@ -319,13 +310,10 @@ __device__ __forceinline__ void value_step(const uint8_t* v_tile, const uint32_t
         // The lane's 8 dims lie in block 2c + g/4 of each of its keys.
         const int block = 2 * c + g / 4;
         float key_scale[4];
-        bool ends = false;
 #pragma unroll
-        for (int k = 0; k < 4; ++k) {
+        for (int k = 0; k < 4; ++k)
           key_scale[k] = e8m0_inner_value(scales.v[k][block / 4], block % 4);
-          ends = ends || has_e8m0_end(scales.v[k][block / 4]);
-        }
-        if (ends) {
+        if (scale_ends) {
 #pragma unroll
           for (int k = 0; k < 4; ++k) key_scale[k] = e8m0_value(scale_byte(scales.v[k], block));
         }
@@ -338,6 +326,23 @@ __device__ __forceinline__ void value_step(const uint8_t* v_tile, const uint32_t
       }
     }
   }
+}
+
+// Sets to -inf the scores of a step's keys that a row does not see (or that lie outside the
+// split's loadable range).
+__device__ __forceinline__ void mask_step(const SplitRange& range, const core::Visibility& vis,
+                                          int64_t key0, const int64_t (&query_row)[2],
+                                          float (&s)[2][4]) {
+  const int q4 = threadIdx.x & 3;
+#pragma unroll
+  for (int t = 0; t < 2; ++t)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int64_t key = key0 + 8 * t + 2 * q4 + (e & 1);
+      const bool seen =
+          key >= range.load_lo && key <= range.load_hi && vis.visible(query_row[e >> 1], key);
+      if (!seen) s[t][e] = -INFINITY;
+    }
 }
 
 template <DType KV, int DQK, int DV>
@@ -378,12 +383,27 @@ __global__ void __launch_bounds__(kWarps * 32, (DecodeShape<KV, DQK, DV>::kMinBl
   auto place_of = [&](int64_t key0) {
     return step_place(p, range.b, key0, core::max64(key0, range.load_lo));
   };
+  // The sources of the lane's next copy: computed once and then advanced step by step for dense
+  // caches, computed for each step from its page for paged ones. Steps are copied in order.
+  const bool dense = p.page_size == 0;
+  const SourceStrides strides = source_strides<Shape>(p, lane);
+  StepSources next_sources{};
+  if (dense) next_sources = step_sources<Shape>(p, range.hkv, place_of(step_key(0)), lane);
+  auto copy_next = [&](int64_t key0, uint8_t* stage) {
+    const StepPlace at = place_of(key0);
+    StepSources src;
+    if (dense) {
+      src = next_sources;
+      advance(next_sources, strides);
+    } else {
+      src = step_sources<Shape>(p, range.hkv, at, lane);
+    }
+    copy_step<Shape>(p, range.hkv, at, src, key0, range.load_lo, range.load_hi, stage, lane);
+  };
 #pragma unroll
   for (int it = 0; it < Shape::kStages - 1; ++it) {
     if (it < my_steps) {
-      const int64_t key0 = step_key(it);
-      copy_step<Shape>(p, range.hkv, place_of(key0), key0, range.load_lo, range.load_hi,
-                       stage_at(it), lane);
+      copy_next(step_key(it), stage_at(it));
     } else {
       copy_async_commit();
     }
@@ -436,9 +456,7 @@ __global__ void __launch_bounds__(kWarps * 32, (DecodeShape<KV, DQK, DV>::kMinBl
     copy_async_wait<Shape::kStages - 2>();
     __syncwarp();
     if (it + Shape::kStages - 1 < my_steps) {
-      const int64_t key0 = step_key(it + Shape::kStages - 1);
-      copy_step<Shape>(p, range.hkv, place_of(key0), key0, range.load_lo, range.load_hi,
-                       stage_at(refill_slot), lane);
+      copy_next(step_key(it + Shape::kStages - 1), stage_at(refill_slot));
     } else {
       copy_async_commit();
     }
@@ -459,24 +477,23 @@ __global__ void __launch_bounds__(kWarps * 32, (DecodeShape<KV, DQK, DV>::kMinBl
     const int64_t key0 = step_key(it);
     const uint8_t* stage = stage_at(slot);
     slot = slot + 1 == Shape::kStages ? 0 : slot + 1;
+    // Scales 0 and 0xFF are rare (2^-127 and NaN): one warp-wide test per step picks the exact
+    // conversion for every scale of the step.
+    bool scale_ends = false;
+    if constexpr (Format::kMx)
+      scale_ends = __any_sync(0xffffffffu, has_step_scale_end(scales, p.v_scales_along_keys));
     float s[2][4];
-    score_step<KV, DQK, DV>(stage, q_frags, q_has_lo, scales, s);
+    score_step<KV, DQK, DV>(stage, q_frags, q_has_lo, scales, scale_ends, s);
 
-    // Scores in log2 units, masked outside what each row sees.
-    const bool unmasked = key0 >= range.full_lo && key0 + kStepKeys - 1 <= range.full_hi;
+    // Scores in log2 units, masked outside what each row sees. Only the steps at the edges of the
+    // visible range have masked keys; the test is behind a vote so that it is a real branch (as a
+    // plain condition the compiler predicated it, about 45 instructions in every step).
 #pragma unroll
     for (int t = 0; t < 2; ++t)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        float x = s[t][e] * score_scale[e >> 1];
-        if (!unmasked) {
-          const int64_t key = key0 + 8 * t + 2 * q4 + (e & 1);
-          const bool seen =
-              key >= range.load_lo && key <= range.load_hi && vis.visible(query_row[e >> 1], key);
-          if (!seen) x = -INFINITY;
-        }
-        s[t][e] = x;
-      }
+      for (int e = 0; e < 4; ++e) s[t][e] *= score_scale[e >> 1];
+    const bool unmasked = key0 >= range.full_lo && key0 + kStepKeys - 1 <= range.full_hi;
+    if (__any_sync(0xffffffffu, !unmasked)) mask_step(range, vis, key0, query_row, s);
 
     float step_max[2];
 #pragma unroll
@@ -517,7 +534,7 @@ __global__ void __launch_bounds__(kWarps * 32, (DecodeShape<KV, DQK, DV>::kMinBl
         pack_pair<kValueMma>(s[0][0], s[0][1]), pack_pair<kValueMma>(s[0][2], s[0][3]),
         pack_pair<kValueMma>(s[1][0], s[1][1]), pack_pair<kValueMma>(s[1][2], s[1][3])};
     value_step<KV, DQK, DV>(stage + kStepKeys * Shape::kKRowBytes, pa, p.v_scales_along_keys,
-                            scales, o);
+                            scales, scale_ends, o);
     __syncwarp();
   }
   copy_async_wait<0>();

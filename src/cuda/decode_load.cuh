@@ -9,6 +9,7 @@
 #include "cuda/decode_params.h"
 #include "cuda/decode_shape.h"
 #include "cuda/device_ops.cuh"
+#include "cuda/kv_format.cuh"
 
 namespace mxattn::cuda::detail {
 
@@ -51,12 +52,86 @@ __device__ __forceinline__ StepPlace step_place(const DecodeParams& p, int64_t b
   return {page, key0 % p.page_size};
 }
 
-// Issues the copies of one step's MX scales into the scale area of `stage` (Shape::kScalesInStage):
-// lanes 0-15 a key's K scales, lanes 16-31 a key's V scales (along the head dim) or 16 bytes of the
-// step's key block (along the keys). Keys outside [lo, hi] get zeros, which only ever meet masked
-// scores or zero-filled values.
+// The global sources of a lane's copies for one step: with paired copies its K and V row (at the
+// lane's half of the first 32-byte pair), and where the scales ride in the stage the scale row it
+// copies (lanes 0-15 a key's K scales, lanes 16-31 a key's V scales along the head dim or 16 bytes
+// of the step's key block along the keys).
+struct StepSources {
+  const uint8_t* k = nullptr;
+  const uint8_t* v = nullptr;
+  const uint8_t* scale = nullptr;
+};
+
 template <class Shape>
-__device__ __forceinline__ void copy_step_scales(const DecodeParams& p, int64_t hkv, StepPlace at,
+__device__ __forceinline__ StepSources step_sources(const DecodeParams& p, int64_t hkv,
+                                                    StepPlace at, int lane) {
+  StepSources s;
+  if constexpr (Shape::kPairedCopies) {
+    const int64_t slot = at.slot0 + (lane >> 1);
+    const int half = 16 * (lane & 1);
+    s.k = p.k + at.outer * p.k_stride[0] + slot * p.k_stride[1] + hkv * p.k_stride[2] + half;
+    s.v = p.v + at.outer * p.v_stride[0] + slot * p.v_stride[1] + hkv * p.v_stride[2] + half;
+  }
+  if constexpr (Shape::kScalesInStage) {
+    constexpr int kKBytes = Shape::kKScaleBytes / kStepKeys;
+    constexpr int kVBytes = Shape::kVScaleBytes / kStepKeys;
+    const int row = lane & 15;
+    const int64_t slot = at.slot0 + row;
+    if (lane < 16) {
+      s.scale = p.k_scales + ((at.outer * p.kv_slots + slot) * p.heads_kv + hkv) * kKBytes;
+    } else if (!p.v_scales_along_keys) {
+      s.scale =
+          p.v_scales + ((at.outer * p.kv_slots + slot) * p.heads_kv + hkv) * (Shape::kDimV / 32);
+    } else {
+      const int64_t blocks = (p.kv_slots + 31) / 32;
+      s.scale = p.v_scales +
+                ((at.outer * p.heads_kv + hkv) * blocks + at.slot0 / 32) * (kVBytes * kStepKeys) +
+                row * 16;
+    }
+  }
+  return s;
+}
+
+// Dense caches: the byte distance from a lane's sources of one step to those of its warp's next
+// step, kWarps * kStepKeys keys on, so that the main loop advances them with one add each.
+struct SourceStrides {
+  int64_t k = 0, v = 0, scale = 0;
+};
+
+template <class Shape>
+__device__ __forceinline__ SourceStrides source_strides(const DecodeParams& p, int lane) {
+  constexpr int64_t kKeys = kWarps * kStepKeys;
+  static_assert(kKeys % 32 == 0, "a warp's steps advance by whole key blocks");
+  SourceStrides d;
+  if constexpr (Shape::kPairedCopies) {
+    d.k = kKeys * p.k_stride[1];
+    d.v = kKeys * p.v_stride[1];
+  }
+  if constexpr (Shape::kScalesInStage) {
+    constexpr int kKBytes = Shape::kKScaleBytes / kStepKeys;
+    constexpr int kVBytes = Shape::kVScaleBytes / kStepKeys;
+    if (lane < 16) {
+      d.scale = kKeys * p.heads_kv * kKBytes;
+    } else if (!p.v_scales_along_keys) {
+      d.scale = kKeys * p.heads_kv * (Shape::kDimV / 32);
+    } else {
+      d.scale = kKeys / 32 * (kVBytes * kStepKeys);
+    }
+  }
+  return d;
+}
+
+__device__ __forceinline__ void advance(StepSources& s, const SourceStrides& d) {
+  s.k += d.k;
+  s.v += d.v;
+  s.scale += d.scale;
+}
+
+// Issues the copy of a lane's MX scale row of one step (Shape::kScalesInStage) from `src` into the
+// scale area of `stage`. Keys outside [lo, hi] get zeros, which only ever meet masked scores or
+// zero-filled values.
+template <class Shape>
+__device__ __forceinline__ void copy_step_scales(const DecodeParams& p, const uint8_t* src,
                                                  int64_t key0, int64_t lo, int64_t hi,
                                                  uint8_t* stage, int lane) {
   constexpr int kKBytes = Shape::kKScaleBytes / kStepKeys;
@@ -64,21 +139,15 @@ __device__ __forceinline__ void copy_step_scales(const DecodeParams& p, int64_t 
   uint8_t* k_area = stage + Shape::kRowBytes;
   uint8_t* v_area = k_area + Shape::kKScaleBytes;
   const int row = lane & 15;
-  const int64_t slot = at.slot0 + row;
   const bool valid = key0 + row >= lo && key0 + row <= hi;
   if (lane < 16) {
-    const uint8_t* src = p.k_scales + ((at.outer * p.kv_slots + slot) * p.heads_kv + hkv) * kKBytes;
     copy_async_small<kKBytes>(k_area + row * kKBytes, valid ? src : p.k_scales, valid);
   } else if (!p.v_scales_along_keys) {
-    constexpr int kBytes = Shape::kVRowBytes * 8 / Shape::kBits / 32;  // Dv / 32
-    const uint8_t* src = p.v_scales + ((at.outer * p.kv_slots + slot) * p.heads_kv + hkv) * kBytes;
+    constexpr int kBytes = Shape::kDimV / 32;
     copy_async_small<kBytes>(v_area + row * kBytes, valid ? src : p.v_scales, valid);
   } else if (row * 16 < kVBytes * kStepKeys) {
     // Every step holds a loadable key, so its key block is a real one.
-    const int64_t blocks = (p.kv_slots + 31) / 32;
-    const uint8_t* src = p.v_scales + ((at.outer * p.heads_kv + hkv) * blocks + at.slot0 / 32) *
-                                          (kVBytes * kStepKeys);
-    copy_async_16(v_area + row * 16, src + row * 16, true);
+    copy_async_16(v_area + row * 16, src, true);
   }
 }
 
@@ -97,8 +166,8 @@ __device__ __forceinline__ int chunk_byte(int row, int chunk) {
 // Otherwise consecutive lanes copy consecutive chunks of whole rows.
 template <class Shape>
 __device__ __forceinline__ void copy_step(const DecodeParams& p, int64_t hkv, StepPlace at,
-                                          int64_t key0, int64_t lo, int64_t hi, uint8_t* stage,
-                                          int lane) {
+                                          const StepSources& src, int64_t key0, int64_t lo,
+                                          int64_t hi, uint8_t* stage, int lane) {
   constexpr int kKRowBytes = Shape::kKRowBytes, kVRowBytes = Shape::kVRowBytes;
   uint8_t* v_stage = stage + kStepKeys * kKRowBytes;
   if constexpr (Shape::kPairedCopies) {
@@ -106,24 +175,21 @@ __device__ __forceinline__ void copy_step(const DecodeParams& p, int64_t hkv, St
     const int row = lane >> 1, half = lane & 1;
     const int64_t key = key0 + row;
     const bool valid = key >= lo && key <= hi;
-    const int64_t slot = at.slot0 + row;
-    const uint8_t* k_src =
-        valid ? p.k + at.outer * p.k_stride[0] + slot * p.k_stride[1] + hkv * p.k_stride[2] : p.k;
-    const uint8_t* v_src =
-        valid ? p.v + at.outer * p.v_stride[0] + slot * p.v_stride[1] + hkv * p.v_stride[2] : p.k;
+    const uint8_t* k_src = valid ? src.k : p.k;
+    const uint8_t* v_src = valid ? src.v : p.k;
 #pragma unroll
     for (int j = 0; j < Shape::kKChunks / 2; ++j) {
       const int chunk = 2 * j + half;
       copy_async_16(
           stage + chunk_byte<Shape::kBits, Shape::kKChunks, kKRowBytes, false>(row, chunk),
-          k_src + 16 * chunk, valid);
+          k_src + 32 * j, valid);
     }
 #pragma unroll
     for (int j = 0; j < Shape::kVChunks / 2; ++j) {
       const int chunk = 2 * j + half;
       copy_async_16(
           v_stage + chunk_byte<Shape::kBits, Shape::kVChunks, kVRowBytes, true>(row, chunk),
-          v_src + 16 * chunk, valid);
+          v_src + 32 * j, valid);
     }
   } else {
     constexpr int kKCopies = kStepKeys * Shape::kKChunks;
@@ -151,7 +217,7 @@ __device__ __forceinline__ void copy_step(const DecodeParams& p, int64_t hkv, St
     }
   }
   if constexpr (Shape::kScalesInStage)
-    copy_step_scales<Shape>(p, hkv, at, key0, lo, hi, stage, lane);
+    copy_step_scales<Shape>(p, src.scale, key0, lo, hi, stage, lane);
   copy_async_commit();
 }
 
@@ -187,6 +253,31 @@ struct StepScales {
   uint32_t k[4][2];
   uint32_t v[4][2];
 };
+
+// Whether any scale byte the lane holds for a step is 0 or 0xFF (unused bytes of a word are
+// padding, 0x7f).
+template <int DQK, int DV>
+__device__ __forceinline__ bool has_step_scale_end(const StepScales<DQK, DV>& s, bool along_keys) {
+  uint32_t found = 0;
+  auto test = [&](uint32_t word) { found |= e8m0_end_bytes(word); };
+#pragma unroll
+  for (int k = 0; k < 4; ++k)
+#pragma unroll
+    for (int w = 0; w < (DQK / 32 + 3) / 4; ++w) test(s.k[k][w]);
+  if (!along_keys) {
+#pragma unroll
+    for (int k = 0; k < 4; ++k)
+#pragma unroll
+      for (int w = 0; w < (DV / 32 + 3) / 4; ++w) test(s.v[k][w]);
+  } else {
+#pragma unroll
+    for (int c = 0; c < DV / 64; ++c) {
+      test(s.v[c][0]);
+      test(s.v[c][1]);
+    }
+  }
+  return found != 0u;
+}
 
 // The lane's scales of one step from the scale area of its stage (Shape::kScalesInStage).
 template <class Shape, int DQK, int DV>

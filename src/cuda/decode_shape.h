@@ -16,6 +16,7 @@ constexpr int max_int(int a, int b) {
 template <DType KV, int DQK, int DV>
 struct DecodeShape {
   static constexpr int kBits = bits_of(KV);
+  static constexpr int kDimV = DV;
   static constexpr int kKRowBytes = DQK * kBits / 8;
   static constexpr int kVRowBytes = DV * kBits / 8;
   static constexpr int kKChunks = kKRowBytes / 16;  // 16-byte copies per key row
