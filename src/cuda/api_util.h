@@ -1,5 +1,6 @@
 // Host helpers shared by the CUDA engines' API layers (decode, prefill): CUDA errors as Status,
-// alignment, and the check that a run's device views match the planned ones.
+// alignment, the check that a run's device views match the planned ones, and the launch of the
+// kernels that take one DecodeParams (the decode split kernel and the combine kernel both use).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -7,6 +8,8 @@
 #include <cstdint>
 
 #include "core/text.h"
+#include "cuda/decode_params.h"
+#include "cuda/kernels.h"
 #include "mxattn/attention.h"
 
 namespace mxattn::cuda::detail {
@@ -62,6 +65,39 @@ inline Status check_same_views(const AttentionArgs& planned, const AttentionArgs
     }
   }
   return Status::ok();
+}
+
+// Launches a kernel taking one DecodeParams. `behind_split`: the kernel directly follows the split
+// kernel on the stream and may start before that grid ends (programmatic dependent launch; the
+// combine kernel waits for the grid itself).
+inline Status launch(const KernelRef& kernel, dim3 grid, dim3 block, DecodeParams& params,
+                     void* stream, bool behind_split = false, const char* what = "kernel launch") {
+  void* args[] = {&params};
+  cudaLaunchConfig_t config = {};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = size_t(kernel.smem_bytes);
+  config.stream = static_cast<cudaStream_t>(stream);
+  cudaLaunchAttribute early_start = {};
+  early_start.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  early_start.val.programmaticStreamSerializationAllowed = 1;
+  if (behind_split) {
+    config.attrs = &early_start;
+    config.numAttrs = 1;
+  }
+  const cudaError_t e = cudaLaunchKernelExC(&config, kernel.function, args);
+  if (e != cudaSuccess) return cuda_failure(what, e);
+  return Status::ok();
+}
+
+// The combine kernel over every output row (batch x query row x query head) of `params`: one warp
+// per row.
+inline Status launch_combine(const KernelRef& combine, DecodeParams& params, void* stream,
+                             bool behind_split = false) {
+  const int64_t rows = params.batch * params.seq_q * params.heads_q;
+  const dim3 grid(unsigned((rows + kCombineRowsPerBlock - 1) / kCombineRowsPerBlock));
+  return launch(combine, grid, dim3(kCombineRowsPerBlock * 32), params, stream, behind_split,
+                "combine kernel launch");
 }
 
 }  // namespace mxattn::cuda::detail

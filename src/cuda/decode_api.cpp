@@ -173,33 +173,6 @@ detail::DecodeParams params_for(const DecodePlan::Impl& plan, const AttentionArg
   return p;
 }
 
-// `behind_split`: the kernel directly follows the split kernel on the stream and may start before
-// that grid ends (programmatic dependent launch; the combine kernel waits for the grid itself).
-Status launch(const detail::KernelRef& kernel, dim3 grid, dim3 block, detail::DecodeParams& params,
-              void* stream, bool behind_split = false) {
-  void* args[] = {&params};
-  cudaLaunchConfig_t config = {};
-  config.gridDim = grid;
-  config.blockDim = block;
-  config.dynamicSmemBytes = size_t(kernel.smem_bytes);
-  config.stream = static_cast<cudaStream_t>(stream);
-  cudaLaunchAttribute early_start = {};
-  early_start.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  early_start.val.programmaticStreamSerializationAllowed = 1;
-  if (behind_split) {
-    config.attrs = &early_start;
-    config.numAttrs = 1;
-  }
-  const cudaError_t e = cudaLaunchKernelExC(&config, kernel.function, args);
-  if (e != cudaSuccess) return cuda_failure("kernel launch", e);
-  return Status::ok();
-}
-
-dim3 combine_grid(const detail::DecodeParams& p) {
-  const int64_t rows = p.batch * p.seq_q * p.heads_q;
-  return dim3(unsigned((rows + detail::kCombineRowsPerBlock - 1) / detail::kCombineRowsPerBlock));
-}
-
 // Bump allocation inside the workspace, 256-byte aligned.
 struct Layout {
   int64_t bytes = 0;
@@ -384,11 +357,10 @@ Status run_decode(const DecodePlan& plan, const AttentionArgs& device_args, void
   if (impl->work_items == 0) return Status::ok();
   detail::DecodeParams params = params_for(*impl, device_args);
   const dim3 grid(unsigned(impl->work_items), unsigned(params.heads_kv * params.row_blocks));
-  if (Status st = launch(impl->split, grid, dim3(detail::kWarps * 32), params, stream); !st)
+  if (Status st = detail::launch(impl->split, grid, dim3(detail::kWarps * 32), params, stream); !st)
     return st;
   if (!impl->combines) return Status::ok();
-  return launch(impl->combine, combine_grid(params), dim3(detail::kCombineRowsPerBlock * 32),
-                params, stream, true);
+  return detail::launch_combine(impl->combine, params, stream, true);
 }
 
 Status run_combine(const DecodePlan& plan, const AttentionArgs& device_args, void* stream) {
@@ -398,8 +370,7 @@ Status run_combine(const DecodePlan& plan, const AttentionArgs& device_args, voi
   if (Status st = check_run_args(*impl, device_args); !st) return st;
   if (!impl->combines || impl->work_items == 0) return Status::ok();
   detail::DecodeParams params = params_for(*impl, device_args);
-  return launch(impl->combine, combine_grid(params), dim3(detail::kCombineRowsPerBlock * 32),
-                params, stream);
+  return detail::launch_combine(impl->combine, params, stream);
 }
 
 }  // namespace mxattn::cuda

@@ -478,16 +478,7 @@ Status run_prefill(const PrefillPlan& plan, const AttentionArgs& device_args, vo
   }
   if (impl->combines) {
     detail::DecodeParams combine = combine_params_for(*impl, params, device_args);
-    const int64_t rows = combine.batch * combine.seq_q * combine.heads_q;
-    const dim3 combine_grid(
-        unsigned((rows + detail::kCombineRowsPerBlock - 1) / detail::kCombineRowsPerBlock));
-    void* kernel_args[] = {&combine};
-    if (cudaError_t e = cudaLaunchKernel(impl->combine.function, combine_grid,
-                                         dim3(detail::kCombineRowsPerBlock * 32), kernel_args,
-                                         size_t(impl->combine.smem_bytes), s);
-        e != cudaSuccess) {
-      return cuda_failure("combine kernel launch", e);
-    }
+    if (Status st = detail::launch_combine(impl->combine, combine, s); !st) return st;
   }
   if (impl->shifts_lse) {
     prefill::LseShiftParams shift = impl->lse_shift;
