@@ -148,7 +148,8 @@ section_ncu() {
 
 section_ncu_decode() {
   [ "$HUNG" -eq 0 ] || return 1
-  local f rc=0 problem
+  local f rc=0 problem obj dir="$WORK/decode_sass"
+  mkdir -p "$dir"
   for f in ${NCU_KV:-e4m3 e2m1}; do
     problem=(run --engine cuda --batch 1 --seq-len-q 1 --seq-len-k 131072 --num-heads-q 32
       --num-heads-kv 32 --head-dim-qk 128 --head-dim-v 128 --q-format bf16 --k-format "$f"
@@ -168,11 +169,7 @@ sm__inst_executed_pipe_lsu.avg.pct_of_peak_sustained_active,\
 sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active,\
 smsp__issue_active.avg.pct_of_peak_sustained_active,smsp__inst_executed.sum \
       -k regex:decode_split_kernel -c 1 "$BUILD/tools/mxattn" "${problem[@]}" || rc=1
-  done
-  # The split kernels' SASS with source lines, to attribute the per-instruction counts above.
-  local obj dir="$WORK/decode_sass"
-  mkdir -p "$dir"
-  for f in ${NCU_KV:-e4m3 e2m1}; do
+    # The split kernels' SASS with source lines, to attribute the per-instruction counts above.
     obj=$(find "$PWD/$BUILD" -name "split_kernel_$f.cu.o" | head -1)
     [ -n "$obj" ] || continue
     (cd "$dir" && cuobjdump -xelf all "$obj" >/dev/null && for c in *.cubin; do
