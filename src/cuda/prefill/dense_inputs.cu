@@ -1,14 +1,18 @@
-// The dense copy of an MX or paged input: for MX, code value times 2^(scale - 127) through the
-// codecs of mx/formats.h, exact wherever the product is a bf16 number (which every MX value is
-// unless its scale pushes it past bf16's range, as it would f32's); for bf16 and f16 sources, the
-// values as they are. Each thread writes 8 consecutive elements of a row (16 bytes) and reads only
-// those elements and their scales: the codes in one vector load where aligned, one scale per
-// 8 elements along the head dim.
+// The dense copy of an MX or paged input: for MX, code value times 2^(scale - 127), rounded once
+// to bf16, exact wherever the product is a bf16 number (which every MX value is unless its scale
+// pushes it past bf16's range, as it would f32's); for bf16 and f16 sources, the values as they
+// are. Each thread writes 8 consecutive elements of a row (16 bytes) and reads only those elements
+// and their scales: the codes in one vector load where aligned, one scale per 8 elements along the
+// head dim. The codes are decoded by the decode engine's few-instruction decoders (kv_format.cuh)
+// into f16 values, widened to f32 and multiplied by the E8M0 scale as f32: the same f32 product as
+// the CPU engines' mx::decode(code) * mx::decode_scale(scale), bit for bit.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
 #include <cstdint>
 
-#include "core/float16.h"
+#include "cuda/kv_format.cuh"
 #include "cuda/prefill/dense_inputs.h"
-#include "mx/formats.h"
 
 namespace mxattn::cuda::prefill {
 namespace {
@@ -16,35 +20,28 @@ namespace {
 constexpr int kGroup = 8;
 constexpr int kThreads = 256;
 
-// The 8 codes of one group of a packed MX row, from the group's kBits bytes (8 codes of kBits
-// bits): one vector load where the bytes are aligned for it.
+// The kBits bytes of one group (8 codes) of a packed MX row as kv_format.cuh's decode_group reads
+// them (FP8: w[0], w[1]; FP6: 6 bytes; FP4: w[0]): one vector load where the bytes are aligned
+// for it, else bytes.
 template <DType kType>
-__device__ __forceinline__ void load_group_codes(const uint8_t* src, uint8_t (&codes)[kGroup]) {
+__device__ __forceinline__ void load_group_words(const uint8_t* src, uint32_t (&w)[2]) {
   constexpr int kBytes = bits_of(kType) * kGroup / 8;
-  uint8_t bytes[kBytes];
   const auto address = reinterpret_cast<uintptr_t>(src);
   if constexpr (kBytes == 8) {
     if (address % 8 == 0) {
-      const uint2 w = *reinterpret_cast<const uint2*>(src);
-      __builtin_memcpy(bytes, &w, 8);
-    } else {
-#pragma unroll
-      for (int i = 0; i < kBytes; ++i) bytes[i] = src[i];
+      const uint2 v = *reinterpret_cast<const uint2*>(src);
+      w[0] = v.x;
+      w[1] = v.y;
+      return;
     }
   } else if constexpr (kBytes == 4) {
     if (address % 4 == 0) {
-      const uint32_t w = *reinterpret_cast<const uint32_t*>(src);
-      __builtin_memcpy(bytes, &w, 4);
-    } else {
-#pragma unroll
-      for (int i = 0; i < kBytes; ++i) bytes[i] = src[i];
+      w[0] = *reinterpret_cast<const uint32_t*>(src);
+      return;
     }
-  } else {
-#pragma unroll
-    for (int i = 0; i < kBytes; ++i) bytes[i] = src[i];
   }
 #pragma unroll
-  for (int e = 0; e < kGroup; ++e) codes[e] = mx::load_code(kType, bytes, e);
+  for (int i = 0; i < kBytes; ++i) w[i / 4] |= uint32_t(src[i]) << (8 * (i % 4));
 }
 
 // Elements [d0, d0 + 8) of one row as bf16 pairs.
@@ -61,26 +58,41 @@ __device__ __forceinline__ void group_pairs(const DenseInputParams& p, int64_t o
   } else {
     // Packed rows are contiguous along the head dim and start on a byte (validated); d0 is a
     // multiple of 8, so the group starts on a byte too.
-    uint8_t codes[kGroup];
-    load_group_codes<kType>(p.data + (row + d0) * bits_of(kType) / 8, codes);
+    uint32_t words[2] = {};
+    load_group_words<kType>(p.data + (row + d0) * bits_of(kType) / 8, words);
     float scale[kGroup];
     if (p.scales_along_slots) {
       const uint8_t* s = p.scales + outer * p.scale_stride[0] + i2 * p.scale_stride[1] +
                          slot / 32 * p.scale_stride[2];
 #pragma unroll
-      for (int e = 0; e < kGroup; ++e) scale[e] = mx::decode_scale(s[(d0 + e) * p.scale_stride[3]]);
+      for (int e = 0; e < kGroup; ++e) scale[e] = detail::e8m0_value(s[(d0 + e) * p.scale_stride[3]]);
     } else {
       // The group lies in one block of 32: one scale.
       const float one =
-          mx::decode_scale(p.scales[outer * p.scale_stride[0] + slot * p.scale_stride[1] +
-                                    i2 * p.scale_stride[2] + d0 / 32 * p.scale_stride[3]]);
+          detail::e8m0_value(p.scales[outer * p.scale_stride[0] + slot * p.scale_stride[1] +
+                                      i2 * p.scale_stride[2] + d0 / 32 * p.scale_stride[3]]);
 #pragma unroll
       for (int e = 0; e < kGroup; ++e) scale[e] = one;
     }
+    // f16 raw values (code value * 2^-R), then the code values themselves in f16 (exact: every
+    // MX code value is an f16 number), then f32 times the scale.
+    constexpr int kRaw = detail::KvFormat<kType>::kRawExponent;
+    uint32_t raw[4];
+    detail::decode_group<kType>(words, raw);
+    float value[kGroup];
 #pragma unroll
-    for (int e = 0; e < kGroup; ++e) {
-      pairs[e / 2] |= uint32_t(core::float_to_bf16(mx::decode(kType, codes[e]) * scale[e]))
-                      << (16 * (e % 2));
+    for (int q = 0; q < 4; ++q) {
+      __half2 pair = *reinterpret_cast<const __half2*>(&raw[q]);
+      if constexpr (kRaw != 0) pair = __hmul2(pair, __float2half2_rn(float(1 << kRaw)));
+      const float2 f = __half22float2(pair);
+      const int lo = detail::pair_element<kType>(q, 0), hi = detail::pair_element<kType>(q, 1);
+      value[lo] = f.x * scale[lo];
+      value[hi] = f.y * scale[hi];
+    }
+#pragma unroll
+    for (int q = 0; q < kGroup / 2; ++q) {
+      const __nv_bfloat162 v = __floats2bfloat162_rn(value[2 * q], value[2 * q + 1]);
+      pairs[q] = *reinterpret_cast<const uint32_t*>(&v);
     }
   }
 }
