@@ -50,7 +50,9 @@ class DecodePlan {
   bool ready() const { return impl_ != nullptr; }
   // Split slots S of the partial buffers: the largest split count of any query tile.
   int64_t partial_slots() const;
-  // Number of CTAs the split kernel launches, and whether a combine kernel runs after it.
+  // Number of CTAs the split kernel launches, and whether the splits' partials are combined: by
+  // the split kernel itself (the last CTA of each query tile), or, when the caller asked for the
+  // partials or the counts, by a combine kernel after it.
   int64_t split_blocks() const;
   bool combines() const;
 

@@ -27,6 +27,7 @@ struct DecodePlan::Impl {
   int64_t work_items = 0;
   int64_t slots = 0;
   bool combines = false;
+  bool fused_combine = false;  // the split kernel combines (DecodeParams::arrivals)
   void* workspace = nullptr;
 
   Impl() = default;
@@ -254,6 +255,13 @@ Status plan_decode(const AttentionArgs& args, DecodePlan* plan) {
   const int64_t at_table = layout.take(int64_t(block_table.size() * sizeof(int32_t)));
   const int64_t at_part_o = layout.take(internal_partials ? slots * partial_rows * p.dim_v * 4 : 0);
   const int64_t at_part_lse = layout.take(internal_partials ? slots * partial_rows * 4 : 0);
+  // The split kernel combines its own partials (no second kernel, which costs a launch and a grid
+  // drain on small problems) unless the user asked for the partials or the counts, which the
+  // combine kernel writes for every row.
+  impl->fused_combine = internal_partials && !args.split.counts.given();
+  const int64_t arrivals =
+      impl->fused_combine ? p.batch * q_tiles * p.heads_kv * row_blocks : 0;
+  const int64_t at_arrivals = layout.take(arrivals * int64_t(sizeof(int32_t)));
 
   if (cudaError_t e = cudaMalloc(&impl->workspace, size_t(layout.bytes)); e != cudaSuccess) {
     impl->workspace = nullptr;
@@ -269,9 +277,12 @@ Status plan_decode(const AttentionArgs& args, DecodePlan* plan) {
   for (cudaError_t e :
        {upload(at_tiles, tiles.data(), tiles.size() * sizeof(detail::TileInfo)),
         upload(at_work, work.data(), work.size() * sizeof(detail::WorkItem)),
-        upload(at_table, block_table.data(), block_table.size() * sizeof(int32_t))}) {
+        upload(at_table, block_table.data(), block_table.size() * sizeof(int32_t)),
+        arrivals == 0 ? cudaSuccess
+                      : cudaMemset(ws + at_arrivals, 0, size_t(arrivals) * sizeof(int32_t))}) {
     if (e != cudaSuccess) return cuda_failure("workspace upload", e);
   }
+  if (impl->fused_combine) d.arrivals = reinterpret_cast<int32_t*>(ws + at_arrivals);
 
   impl->split = detail::split_kernel(args.k.dtype, p.dim_qk, p.dim_v);
   impl->combine = detail::combine_kernel();
@@ -359,7 +370,7 @@ Status run_decode(const DecodePlan& plan, const AttentionArgs& device_args, void
   const dim3 grid(unsigned(impl->work_items), unsigned(params.heads_kv * params.row_blocks));
   if (Status st = detail::launch(impl->split, grid, dim3(detail::kWarps * 32), params, stream); !st)
     return st;
-  if (!impl->combines) return Status::ok();
+  if (!impl->combines || impl->fused_combine) return Status::ok();
   return detail::launch_combine(impl->combine, params, stream, true);
 }
 

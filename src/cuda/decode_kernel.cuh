@@ -18,6 +18,7 @@
 #include "core/float16.h"
 #include "core/split_plan.h"
 #include "core/visibility.h"
+#include "cuda/combine_rows.cuh"
 #include "cuda/decode_load.cuh"
 #include "cuda/decode_params.h"
 #include "cuda/decode_shape.h"
@@ -345,6 +346,34 @@ __device__ __forceinline__ void mask_step(const SplitRange& range, const core::V
     }
 }
 
+// The fused combine, at the end of every CTA of a tile with two or more splits: the CTA's partial
+// writes are made visible at GPU scope before it counts itself in (a barrier, then one thread's
+// fence and atomic, as a split-K semaphore does); the CTA that arrives last combines the rows of
+// this (query tile, blockIdx.y) from every split's partials and leaves the counter at zero for the
+// next run. `flag` is a word of shared memory the CTA no longer needs.
+__device__ __forceinline__ void combine_if_last(const DecodeParams& p, const WorkItem& work,
+                                                const SplitRange& range, int* flag) {
+  const int32_t counter = int32_t((int64_t(work.b) * p.q_tiles + work.q_tile) * gridDim.y +
+                                  blockIdx.y);
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    __threadfence();
+    const int arrived = atomicAdd(p.arrivals + counter, 1);
+    *flag = arrived == work.count - 1;
+    if (*flag) {
+      p.arrivals[counter] = 0;
+      __threadfence();
+    }
+  }
+  __syncthreads();
+  if (*flag == 0) return;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  for (int row = warp; row < range.block_rows; row += kWarps) {
+    combine_row(p, range.b, range.query_row(row), range.query_head(row, p.group), work.count,
+                lane);
+  }
+}
+
 template <DType KV, int DQK, int DV>
 __global__ void __launch_bounds__(kWarps * 32, (DecodeShape<KV, DQK, DV>::kMinBlocksPerSm))
     decode_split_kernel(const __grid_constant__ DecodeParams p) {
@@ -621,6 +650,7 @@ __global__ void __launch_bounds__(kWarps * 32, (DecodeShape<KV, DQK, DV>::kMinBl
                  h * p.part_lse_stride[2] + i * p.part_lse_stride[3]] = row_lse[row];
     }
   }
+  if (p.arrivals != nullptr && work.count >= 2) combine_if_last(p, work, range, row_exponent);
 }
 
 template <DType KV, int DQK, int DV>

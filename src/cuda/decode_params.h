@@ -72,6 +72,10 @@ struct DecodeParams {
   bool write_all_partials = false;  // the user asked for the partials: write them for every tile
   int32_t* counts = nullptr;        // optional exact counts [B, Hq, Sq]
   int64_t counts_stride[3] = {};
+  // The fused combine: one arrival counter per (batch entry, query tile, blockIdx.y), all zero
+  // between runs; the split kernel's last CTA of a tile with two or more splits combines the
+  // tile's rows (combine_rows.cuh) and zeroes the counter again. Null: the combine kernel runs.
+  int32_t* arrivals = nullptr;
 
   // The plan's device tables.
   const TileInfo* tiles = nullptr;       // [B, tile_heads, q_tiles]

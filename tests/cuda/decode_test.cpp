@@ -349,7 +349,9 @@ TEST(CudaDecode, AutoSplitIsBatchInvariant) {
   EXPECT_TRUE(values_bitwise_equal(entry, b.o, "O of batch entry 1"));
 }
 
-// Running the combine again over the same partials reproduces O bitwise; two runs agree bitwise.
+// Running the combine kernel again over the same partials reproduces O bitwise (the first runs
+// combined inside the split kernel, as a plan without user partials or counts does); two runs
+// agree bitwise.
 TEST(CudaDecode, RunsAndCombineAreDeterministic) {
   Spec s = fixed_spec(DType::f16);
   s.kv_len = {};
