@@ -7,7 +7,9 @@
 // validates the problem (SPEC 7), copies the metadata and the tile schedule into a device
 // workspace and allocates the f32 partial buffers. `run_decode` then only launches kernels: no
 // allocation and no host synchronization, so a decode step can be captured in a CUDA graph and
-// replayed, with new contents in the same buffers.
+// replayed, with new contents in the same buffers. The workspace (partials, and the per-tile
+// counters of the combine the split kernel does itself) belongs to one run at a time: runs of one
+// plan on two streams must be ordered; independent streams take a plan each.
 //
 // What the engine supports (anything else is refused by plan_decode with ErrorCode::unsupported):
 // K and V of the same storage type; (Dqk, Dv) in {(64, 64), (128, 128), (256, 256), (192, 128)};
