@@ -353,8 +353,7 @@ __device__ __forceinline__ void mask_step(const SplitRange& range, const core::V
 // next run. `flag` is a word of shared memory the CTA no longer needs.
 __device__ __forceinline__ void combine_if_last(const DecodeParams& p, const WorkItem& work,
                                                 const SplitRange& range, int* flag) {
-  const int32_t counter = int32_t((int64_t(work.b) * p.q_tiles + work.q_tile) * gridDim.y +
-                                  blockIdx.y);
+  const int64_t counter = (int64_t(work.b) * p.q_tiles + work.q_tile) * gridDim.y + blockIdx.y;
   __syncthreads();
   if (threadIdx.x == 0) {
     __threadfence();

@@ -99,17 +99,13 @@ __device__ __forceinline__ float e8m0_inner_value(uint32_t word, int index) {
   return __uint_as_float(((word >> (8 * index)) << 23) & 0x7f800000u);
 }
 
-// Whether any byte of `word` is 0 or 0xFF, the two E8M0 codes e8m0_inner_value gets wrong. A byte
-// is one of them exactly when its eight bits are equal, i.e. when it XOR itself shifted by one bit
-// (within the byte) is zero; then the classic zero-byte test.
-// e8m0_end_bytes has bit 7 of each such byte set (so the tests of several words combine by OR).
+// Nonzero exactly when some byte of `word` is 0 or 0xFF, the two E8M0 codes e8m0_inner_value gets
+// wrong. A byte is one of them exactly when its eight bits are equal, i.e. when it XOR itself
+// shifted by one bit (within the byte) is zero; then the classic zero-byte test, whose result
+// (bits 7 of the bytes) the tests of several words combine by OR.
 __device__ __forceinline__ uint32_t e8m0_end_bytes(uint32_t word) {
   const uint32_t flat = (word ^ (word >> 1)) & 0x7f7f7f7fu;
   return (flat - 0x01010101u) & ~flat & 0x80808080u;
-}
-
-__device__ __forceinline__ bool has_e8m0_end(uint32_t word) {
-  return e8m0_end_bytes(word) != 0u;
 }
 
 // Reads a group of 8 codes starting at byte `offset` of a shared-memory tile whose rows start at

@@ -52,12 +52,12 @@ __global__ void e8m0_kernel(float* out) {
   out[threadIdx.x] = e8m0_value(threadIdx.x);
 }
 
-// For each scale word: has_e8m0_end, and e8m0_inner_value of each of its four bytes.
+// For each scale word: whether e8m0_end_bytes flags it, and e8m0_inner_value of each of its four bytes.
 __global__ void e8m0_word_kernel(const uint32_t* words, int64_t count, uint8_t* ends,
                                  float* values) {
   const int64_t n = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (n >= count) return;
-  ends[n] = has_e8m0_end(words[n]) ? 1 : 0;
+  ends[n] = e8m0_end_bytes(words[n]) != 0u ? 1 : 0;
   for (int index = 0; index < 4; ++index) values[n * 4 + index] = e8m0_inner_value(words[n], index);
 }
 
@@ -228,7 +228,7 @@ TEST(CudaKvFormat, E8m0WordsMatchFormats) {
       }
     }
     if ((ends[size_t(n)] != 0) != any_end && bad++ < 5) {
-      ADD_FAILURE() << "word 0x" << std::hex << w << std::dec << ": has_e8m0_end says "
+      ADD_FAILURE() << "word 0x" << std::hex << w << std::dec << ": e8m0_end_bytes says "
                     << int(ends[size_t(n)]);
     }
   }
