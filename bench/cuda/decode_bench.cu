@@ -135,7 +135,8 @@ struct Shape {
 struct Result {
   std::string shape, kv;
   int64_t tile_n = 0;
-  bool default_tile = true;  // tile_n is the engine's own choice (default_tile_n)
+  bool default_tile = true;     // tile_n is the engine's own choice (default_tile_n)
+  int64_t tiles_per_split = 0;  // the auto split's target; 0: the engine's default
   double us = 0, kv_bytes = 0, gbps = 0;
   int64_t ctas = 0;
   bool combines = false;
@@ -146,7 +147,8 @@ mxattn::TensorView view(void* data, mxattn::DType t, std::initializer_list<int64
   return mxattn::make_view(data, t, shape);
 }
 
-Result run_shape(const Shape& s, mxattn::DType kv, int64_t tile_n, cudaStream_t stream, int reps) {
+Result run_shape(const Shape& s, mxattn::DType kv, int64_t tile_n, cudaStream_t stream, int reps,
+                 int64_t tiles_per_split = 0) {
   using mxattn::DType;
   constexpr int64_t kDim = 128;
   const bool mx = mxattn::is_mx(kv);
@@ -180,6 +182,7 @@ Result run_shape(const Shape& s, mxattn::DType kv, int64_t tile_n, cudaStream_t 
   a.kv_len = view(kv_len.data(), DType::i32, {s.batch});
   a.split.split_kv = 0;
   a.split.tile_n = int32_t(tile_n);
+  a.split.auto_target = int32_t(tiles_per_split);
 
   mxattn::cuda::DecodePlan plan;
   check_status(mxattn::cuda::plan_decode(a, &plan), "plan_decode");
@@ -193,6 +196,7 @@ Result run_shape(const Shape& s, mxattn::DType kv, int64_t tile_n, cudaStream_t 
   r.kv = std::string(mxattn::name_of(kv));
   r.tile_n = tile_n > 0 ? tile_n : mxattn::cuda::default_tile_n(s.keys);
   r.default_tile = tile_n == 0;
+  r.tiles_per_split = tiles_per_split;
   r.us = time_graph(graph, stream, reps, small ? 50 : 5);
   r.kv_bytes = double(2 * (kv_bytes + scale_bytes));
   r.gbps = r.kv_bytes / (r.us * 1e-6) / 1e9;
@@ -254,20 +258,29 @@ int main(int argc, char** argv) {
           results.push_back(run_shape(s, kv, tile_n, stream, reps));
         }
       }
+      // Longer splits (fewer, longer CTAs) with the default tile: what each CTA's fixed costs
+      // (pipeline fill, partials, the fused combine) take from the shorter ones.
+      for (int64_t target : {16, 32}) results.push_back(run_shape(s, kv, 0, stream, reps, target));
     }
   }
 
   std::printf("device: %s, %d SMs; read-only probe over 2 GiB: %.0f GB/s\n", prop.name,
               prop.multiProcessorCount, probe);
-  std::printf("%-22s %-5s %7s %10s %9s %7s %7s %11s %9s\n", "shape", "kv", "tile_n", "time_us",
-              "GB/s", "%probe", "CTAs", "combine_us", "comb_GB/s");
+  std::printf("%-22s %-5s %7s %6s %10s %9s %7s %7s %11s %9s\n", "shape", "kv", "tile_n", "t/spl",
+              "time_us", "GB/s", "%probe", "CTAs", "combine_us", "comb_GB/s");
   for (const Result& r : results) {
-    std::printf("%-22s %-5s %6lld%s %10.2f %9.0f %6.1f%% %7lld %11.2f %9.0f\n", r.shape.c_str(),
-                r.kv.c_str(), static_cast<long long>(r.tile_n), r.default_tile ? "*" : " ", r.us,
-                r.gbps, 100.0 * r.gbps / probe, static_cast<long long>(r.ctas), r.combine_us,
+    char target[24] = "auto";
+    if (r.tiles_per_split > 0) {
+      std::snprintf(target, sizeof target, "%lld", static_cast<long long>(r.tiles_per_split));
+    }
+    std::printf("%-22s %-5s %6lld%s %6s %10.2f %9.0f %6.1f%% %7lld %11.2f %9.0f\n", r.shape.c_str(),
+                r.kv.c_str(), static_cast<long long>(r.tile_n), r.default_tile ? "*" : " ", target,
+                r.us, r.gbps, 100.0 * r.gbps / probe, static_cast<long long>(r.ctas), r.combine_us,
                 r.combine_gbps);
   }
-  std::printf("(* the engine's own tile_n, mxattn::cuda::default_tile_n)\n");
+  std::printf(
+      "(* the engine's own tile_n, mxattn::cuda::default_tile_n; t/spl: key tiles per "
+      "split of the auto split, auto the engine's default)\n");
 
   FILE* f = std::fopen(json_path.c_str(), "w");
   if (f == nullptr) {
@@ -280,13 +293,13 @@ int main(int argc, char** argv) {
     const Result& r = results[n];
     std::fprintf(f,
                  "    {\"shape\": \"%s\", \"kv\": \"%s\", \"tile_n\": %lld, \"default_tile\": %s, "
-                 "\"us\": %.3f, "
+                 "\"tiles_per_split\": %lld, \"us\": %.3f, "
                  "\"kv_bytes\": %.0f, \"gbps\": %.1f, \"ctas\": %lld, \"combines\": %s, "
                  "\"combine_us\": %.3f, \"combine_gbps\": %.1f}%s\n",
                  r.shape.c_str(), r.kv.c_str(), static_cast<long long>(r.tile_n),
-                 r.default_tile ? "true" : "false", r.us, r.kv_bytes, r.gbps,
-                 static_cast<long long>(r.ctas), r.combines ? "true" : "false", r.combine_us,
-                 r.combine_gbps, n + 1 < results.size() ? "," : "");
+                 r.default_tile ? "true" : "false", static_cast<long long>(r.tiles_per_split), r.us,
+                 r.kv_bytes, r.gbps, static_cast<long long>(r.ctas), r.combines ? "true" : "false",
+                 r.combine_us, r.combine_gbps, n + 1 < results.size() ? "," : "");
   }
   std::fprintf(f, "  ]\n}\n");
   std::fclose(f);

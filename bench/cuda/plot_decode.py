@@ -33,7 +33,8 @@ def main(argv):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    rows = [r for r in ours["results"] if r.get("default_tile")]
+    rows = [r for r in ours["results"]
+            if r.get("default_tile") and not r.get("tiles_per_split")]
     shapes = sorted({r["shape"] for r in rows}, key=lambda s: (keys_of(s), s))
     xs = list(range(len(shapes)))
     anchor = {(a["shape"], a["backend"]): a for a in anchors["results"]}
