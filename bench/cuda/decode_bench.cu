@@ -258,8 +258,8 @@ int main(int argc, char** argv) {
           results.push_back(run_shape(s, kv, tile_n, stream, reps));
         }
       }
-      // Longer splits (fewer, longer CTAs) with the default tile: what each CTA's fixed costs
-      // (pipeline fill, partials, the fused combine) take from the shorter ones.
+      // Longer splits (fewer, longer CTAs) with the default tile: what each split's fixed costs
+      // (its pipeline's first copies, the warps' merge, its partial) take from the shorter ones.
       for (int64_t target : {16, 32}) results.push_back(run_shape(s, kv, 0, stream, reps, target));
     }
   }

@@ -52,7 +52,8 @@ __global__ void e8m0_kernel(float* out) {
   out[threadIdx.x] = e8m0_value(threadIdx.x);
 }
 
-// For each scale word: whether e8m0_end_bytes flags it, and e8m0_inner_value of each of its four bytes.
+// For each scale word: whether e8m0_end_bytes flags it, and e8m0_inner_value of each of its four
+// bytes.
 __global__ void e8m0_word_kernel(const uint32_t* words, int64_t count, uint8_t* ends,
                                  float* values) {
   const int64_t n = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
