@@ -174,6 +174,11 @@ detail::DecodeParams params_for(const DecodePlan::Impl& plan, const AttentionArg
   return p;
 }
 
+// The auto chain (DecodeOptions::splits_per_cta 0): about this many waves of resident CTAs, at most
+// kMaxAutoChain splits a CTA.
+constexpr int64_t kChainWaves = 2;
+constexpr int64_t kMaxAutoChain = 4;
+
 // Bump allocation inside the workspace, 256-byte aligned.
 struct Layout {
   int64_t bytes = 0;
@@ -187,6 +192,14 @@ struct Layout {
 }  // namespace
 
 Status plan_decode(const AttentionArgs& args, DecodePlan* plan) {
+  return plan_decode(args, plan, DecodeOptions{});
+}
+
+Status plan_decode(const AttentionArgs& args, DecodePlan* plan, const DecodeOptions& options) {
+  if (options.splits_per_cta < 0) {
+    return Status::invalid(
+        cat("options: splits_per_cta must be 0 (auto) or positive, got ", options.splits_per_cta));
+  }
   core::Problem p;
   if (Status st = core::validate_problem(args, &p); !st) return st;
   const core::SplitParams split = core::resolve_split(p, kDefaultTileM, default_tile_n(p.seq_k));
@@ -229,9 +242,71 @@ Status plan_decode(const AttentionArgs& args, DecodePlan* plan) {
       }
     }
   }
+  impl->split = detail::split_kernel(args.k.dtype, p.dim_qk, p.dim_v);
+  impl->combine = detail::combine_kernel();
+  int device = 0, smem_optin = 0;
+  if (cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return cuda_failure("device", e);
+  if (cudaError_t e =
+          cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
+      e != cudaSuccess) {
+    return cuda_failure("device attributes", e);
+  }
+  if (impl->split.smem_bytes > smem_optin) {
+    return Status::unsupported(cat("device: the split kernel needs ", impl->split.smem_bytes,
+                                   " bytes of shared memory per block; the device offers ",
+                                   smem_optin));
+  }
+  if (cudaError_t e =
+          cudaFuncSetAttribute(impl->split.function, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               impl->split.smem_bytes);
+      e != cudaSuccess) {
+    return cuda_failure("split kernel attributes", e);
+  }
+
   const int64_t tile_rows = std::min(split.tile_m, p.seq_q);
   const int64_t row_blocks =
       (tile_rows * p.group + detail::kRowsPerBlock - 1) / detail::kRowsPerBlock;
+
+  // Chains: a CTA computes `chain` consecutive splits of its tile, its copies running on from one
+  // split into the next, so that a split's pipeline start and end cost less than a CTA's
+  // (docs/design.md). No result bit depends on it. The engine's choice keeps about kChainWaves
+  // waves of CTAs, so that the last wave's imbalance stays small.
+  int64_t chain = 1;
+  if (impl->split.chains) {
+    if (options.splits_per_cta > 0) {
+      chain = options.splits_per_cta;
+    } else {
+      int sms = 0, per_sm = 0;
+      if (cudaError_t e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+          e != cudaSuccess) {
+        return cuda_failure("device attributes", e);
+      }
+      if (cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+              &per_sm, impl->split.function, detail::kWarps * 32, size_t(impl->split.smem_bytes));
+          e != cudaSuccess) {
+        return cuda_failure("split kernel occupancy", e);
+      }
+      const int64_t ctas = int64_t(work.size()) * p.heads_kv * row_blocks;
+      const int64_t resident = std::max<int64_t>(1, int64_t(sms) * per_sm);
+      chain = std::clamp<int64_t>(ctas / (kChainWaves * resident), 1, kMaxAutoChain);
+    }
+  }
+  if (chain > 1) {
+    // The work items of a tile are consecutive, splits 0, 1, ...
+    std::vector<detail::WorkItem> chained;
+    for (size_t i = 0; i < work.size();) {
+      size_t n = 1;
+      while (i + n < work.size() && int64_t(n) < chain && work[i + n].b == work[i].b &&
+             work[i + n].q_tile == work[i].q_tile) {
+        ++n;
+      }
+      detail::WorkItem w = work[i];
+      w.chain = int32_t(n);
+      chained.push_back(w);
+      i += n;
+    }
+    work = std::move(chained);
+  }
   if (p.heads_kv * row_blocks > 65535 || int64_t(work.size()) > int64_t(INT32_MAX)) {
     return Status::unsupported(
         "grid: the problem needs more CTAs than one launch of the CUDA decode engine holds");
@@ -283,27 +358,6 @@ Status plan_decode(const AttentionArgs& args, DecodePlan* plan) {
     if (e != cudaSuccess) return cuda_failure("workspace upload", e);
   }
   if (impl->fused_combine) d.arrivals = reinterpret_cast<int32_t*>(ws + at_arrivals);
-
-  impl->split = detail::split_kernel(args.k.dtype, p.dim_qk, p.dim_v);
-  impl->combine = detail::combine_kernel();
-  int device = 0, smem_optin = 0;
-  if (cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return cuda_failure("device", e);
-  if (cudaError_t e =
-          cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
-      e != cudaSuccess) {
-    return cuda_failure("device attributes", e);
-  }
-  if (impl->split.smem_bytes > smem_optin) {
-    return Status::unsupported(cat("device: the split kernel needs ", impl->split.smem_bytes,
-                                   " bytes of shared memory per block; the device offers ",
-                                   smem_optin));
-  }
-  if (cudaError_t e =
-          cudaFuncSetAttribute(impl->split.function, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                               impl->split.smem_bytes);
-      e != cudaSuccess) {
-    return cuda_failure("split kernel attributes", e);
-  }
 
   d.q_dtype = args.q.dtype;
   d.q_split_lo = args.q.dtype == DType::f32 ||
