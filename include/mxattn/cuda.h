@@ -46,9 +46,10 @@ constexpr int64_t default_tile_n(int64_t seq_k) {
 // the same code, in the same order, whichever CTA computes it.
 struct DecodeOptions {
   // Consecutive splits of a query tile one CTA computes, its copy pipeline running on from one
-  // split into the next (0: the engine's choice, about two waves of CTAs, at most 4 splits a CTA;
-  // 1: one split a CTA). Kernels of MX caches whose scale rows are not whole 4-byte words (Dqk or
-  // Dv not a multiple of 128) always compute one split a CTA.
+  // split into the next: at most this many, the largest divisor of the tile's split count, so that
+  // a tile's CTAs are of equal length (0: the engine's choice, up to 4 while the grid keeps nearly
+  // two full waves of CTAs; 1: one split a CTA). The 16-bit caches' kernels only: MX kernels
+  // always compute one split a CTA (docs/perf.md, 2026-12-03 late).
   int32_t splits_per_cta = 0;
 };
 

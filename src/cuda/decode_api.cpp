@@ -174,10 +174,12 @@ detail::DecodeParams params_for(const DecodePlan::Impl& plan, const AttentionArg
   return p;
 }
 
-// The auto chain (DecodeOptions::splits_per_cta 0): about this many waves of resident CTAs, at most
-// kMaxAutoChain splits a CTA.
-constexpr int64_t kChainWaves = 2;
+// The auto chain (DecodeOptions::splits_per_cta 0): at most kMaxAutoChain splits a CTA, and only
+// while the grid keeps at least kMinChainWaves waves of resident CTAs, its last wave at least
+// kMinWaveFill full.
 constexpr int64_t kMaxAutoChain = 4;
+constexpr double kMinChainWaves = 1.9;
+constexpr double kMinWaveFill = 0.9;
 
 // Bump allocation inside the workspace, 256-byte aligned.
 struct Layout {
@@ -217,6 +219,7 @@ Status plan_decode(const AttentionArgs& args, DecodePlan* plan, const DecodeOpti
   const int64_t q_tiles = core::query_tiles_per_head(p, split);
   std::vector<detail::TileInfo> tiles(size_t(p.batch * q_tiles));
   std::vector<detail::WorkItem> work;
+  std::vector<int64_t> launched_of_tile;  // work items of each tile, in order
   bool any_combine = false;
   for (int64_t b = 0; b < p.batch; ++b) {
     const core::Visibility vis = p.visibility(b);
@@ -227,6 +230,7 @@ Status plan_decode(const AttentionArgs& args, DecodePlan* plan, const DecodeOpti
       any_combine = any_combine || qt.count >= 2;
       const int64_t launched =
           user_partials && !split.early_exit ? qt.splits : std::max<int64_t>(1, qt.count);
+      launched_of_tile.push_back(launched);
       for (int64_t s = 0; s < launched; ++s) {
         detail::WorkItem w;
         w.b = int32_t(b);
@@ -267,15 +271,27 @@ Status plan_decode(const AttentionArgs& args, DecodePlan* plan, const DecodeOpti
   const int64_t row_blocks =
       (tile_rows * p.group + detail::kRowsPerBlock - 1) / detail::kRowsPerBlock;
 
-  // Chains: a CTA computes `chain` consecutive splits of its tile, its copies running on from one
-  // split into the next, so that a split's pipeline start and end cost less than a CTA's
-  // (docs/design.md). No result bit depends on it. The engine's choice keeps about kChainWaves
-  // waves of CTAs, so that the last wave's imbalance stays small.
+  // Chains: a CTA computes consecutive splits of its tile, its copies running on from one split
+  // into the next, so that a split's pipeline start costs less (docs/perf.md, 2026-12-03 late). No
+  // result bit depends on it. A tile's chains are of equal length (the largest divisor of its split
+  // count up to the chain asked for): CTAs of unequal length left a ragged last wave.
+  const auto chain_of = [](int64_t launched, int64_t chain) {
+    int64_t n = std::min(chain, launched);
+    while (launched % n != 0) --n;
+    return n;
+  };
+  const auto chained_ctas = [&](int64_t chain) {
+    int64_t ctas = 0;
+    for (const int64_t launched : launched_of_tile) ctas += launched / chain_of(launched, chain);
+    return ctas * p.heads_kv * row_blocks;
+  };
   int64_t chain = 1;
   if (impl->split.chains) {
     if (options.splits_per_cta > 0) {
       chain = options.splits_per_cta;
     } else {
+      // The engine's choice: the longest chain (up to kMaxAutoChain) that still leaves nearly two
+      // full waves of resident CTAs, measured best on the H200 (a 1.3-wave grid lost 25%).
       int sms = 0, per_sm = 0;
       if (cudaError_t e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
           e != cudaSuccess) {
@@ -286,24 +302,28 @@ Status plan_decode(const AttentionArgs& args, DecodePlan* plan, const DecodeOpti
           e != cudaSuccess) {
         return cuda_failure("split kernel occupancy", e);
       }
-      const int64_t ctas = int64_t(work.size()) * p.heads_kv * row_blocks;
-      const int64_t resident = std::max<int64_t>(1, int64_t(sms) * per_sm);
-      chain = std::clamp<int64_t>(ctas / (kChainWaves * resident), 1, kMaxAutoChain);
+      const double resident = double(std::max(1, sms * per_sm));
+      for (int64_t c = kMaxAutoChain; c > 1; --c) {
+        const double waves = double(chained_ctas(c)) / resident;
+        if (waves >= kMinChainWaves && waves / std::ceil(waves) >= kMinWaveFill) {
+          chain = c;
+          break;
+        }
+      }
     }
   }
   if (chain > 1) {
-    // The work items of a tile are consecutive, splits 0, 1, ...
+    // The work items of a tile are consecutive: splits 0, 1, ...
     std::vector<detail::WorkItem> chained;
-    for (size_t i = 0; i < work.size();) {
-      size_t n = 1;
-      while (i + n < work.size() && int64_t(n) < chain && work[i + n].b == work[i].b &&
-             work[i + n].q_tile == work[i].q_tile) {
-        ++n;
+    size_t first = 0;
+    for (const int64_t launched : launched_of_tile) {
+      const int64_t n = chain_of(launched, chain);
+      for (int64_t s = 0; s < launched; s += n) {
+        detail::WorkItem w = work[first + size_t(s)];
+        w.chain = int32_t(n);
+        chained.push_back(w);
       }
-      detail::WorkItem w = work[i];
-      w.chain = int32_t(n);
-      chained.push_back(w);
-      i += n;
+      first += size_t(launched);
     }
     work = std::move(chained);
   }

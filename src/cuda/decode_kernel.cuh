@@ -566,14 +566,9 @@ __global__ void __launch_bounds__(kWarps * 32, (DecodeShape<KV, DQK, DV>::kMinBl
     if (copy_left > 0 && dense)
       next_sources = step_sources<Shape>(p, range.hkv, place_of(copy_key), lane);
   };
-  // Issues the warp's next copy into `stage`, or an empty group once all are issued (the main
-  // loop's wait counts one group per step).
-  const auto copy_next = [&](uint8_t* stage) {
-    if (copy_left == 0) {
-      copy_async_commit();
-      return;
-    }
-    const StepPlace at = place_of(copy_key);
+  // Issues the copy of the warp's step at key0 into `stage` (steps are copied in order).
+  const auto copy_at = [&](int64_t key0, uint8_t* stage) {
+    const StepPlace at = place_of(key0);
     StepSources src;
     if (dense) {
       src = next_sources;
@@ -581,14 +576,43 @@ __global__ void __launch_bounds__(kWarps * 32, (DecodeShape<KV, DQK, DV>::kMinBl
     } else {
       src = step_sources<Shape>(p, range.hkv, at, lane);
     }
-    copy_step<Shape>(p, range.hkv, at, src, copy_key, range.load_lo, range.load_hi, stage, lane);
+    copy_step<Shape>(p, range.hkv, at, src, key0, range.load_lo, range.load_hi, stage, lane);
+  };
+  // Issues the warp's next copy into `stage`, or an empty group once all are issued (the main
+  // loop's wait counts one group per step).
+  const auto copy_next = [&](uint8_t* stage) {
+    if (copy_left == 0) {
+      copy_async_commit();
+      return;
+    }
+    copy_at(copy_key, stage);
     copy_key += kWarps * kStepKeys;
     if (--copy_left == 0) next_copy_split();
   };
+  // Kernels of one split a CTA copy step by step index instead, without the chain's cursor (its
+  // registers made ptxas spill in the MX kernels, at three CTAs an SM).
+  const SplitSteps first_steps = range.steps_of(0);
+  const auto first_key_of = [&](int64_t it) {
+    return first_steps.first_key + (warp + kWarps * it) * kStepKeys;
+  };
   // Start this warp's copies first, so that they fly while Q is prepared.
-  next_copy_split();
+  if constexpr (Shape::kChains) {
+    next_copy_split();
 #pragma unroll
-  for (int it = 0; it < kStages - 1; ++it) copy_next(stage_at(it));
+    for (int it = 0; it < kStages - 1; ++it) copy_next(stage_at(it));
+  } else {
+    const int64_t steps = warp_steps(first_steps.count);
+    if (dense && steps > 0)
+      next_sources = step_sources<Shape>(p, range.hkv, place_of(first_key_of(0)), lane);
+#pragma unroll
+    for (int it = 0; it < kStages - 1; ++it) {
+      if (it < steps) {
+        copy_at(first_key_of(it), stage_at(it));
+      } else {
+        copy_async_commit();
+      }
+    }
+  }
 
   build_q_fragments<KV, DQK>(p, range, q_stage, row_exponent, q_frags);
   const bool q_has_lo = p.q_split_lo;
@@ -646,7 +670,13 @@ __global__ void __launch_bounds__(kWarps * 32, (DecodeShape<KV, DQK, DV>::kMinBl
       const int refill_slot = slot == 0 ? kStages - 1 : slot - 1;
       copy_async_wait<kStages - 2>();
       __syncwarp();
-      copy_next(stage_at(refill_slot));
+      if constexpr (Shape::kChains) {
+        copy_next(stage_at(refill_slot));
+      } else if (it + kStages - 1 < my_steps) {
+        copy_at(step_key(it + kStages - 1), stage_at(refill_slot));
+      } else {
+        copy_async_commit();
+      }
       StepScales<DQK, DV> scales{};
       if constexpr (Format::kMx) {
         if constexpr (Shape::kScalesInStage) {

@@ -56,9 +56,10 @@ struct DecodeShape {
     return c;
   }();
   static_assert(kRowsPerBlock * kMergeChunk * 4 <= kStepBytes && DV % kMergeChunk == 0);
-  // MX kernels whose scales come through registers prefetch them one step ahead within a split:
-  // they compute one split a CTA.
-  static constexpr bool kChains = !is_mx(KV) || kScalesInStage;
+  // Whether a CTA may compute several consecutive splits (WorkItem::chain). Not the MX kernels: at
+  // the 168 registers of three CTAs an SM, the chain's copy cursor made ptxas spill in their main
+  // loop and they ran 12-16% slower even at one split a CTA (docs/perf.md, 2026-12-03 late).
+  static constexpr bool kChains = !is_mx(KV);
   static constexpr int kQFragBytes = 2 * kKSteps * 32 * 16;  // hi and lo A fragments
   static constexpr int kQStageBytes = kRowsPerBlock * DQK * 4;
   // Per row: each warp's max and sum, the row's exponent and LSE; per warp: its merge stage.
