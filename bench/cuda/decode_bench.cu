@@ -137,6 +137,7 @@ struct Result {
   int64_t tile_n = 0;
   bool default_tile = true;     // tile_n is the engine's own choice (default_tile_n)
   int64_t tiles_per_split = 0;  // the auto split's target; 0: the engine's default
+  int32_t splits_per_cta = 0;   // DecodeOptions::splits_per_cta; 0: the engine's choice
   double us = 0, kv_bytes = 0, gbps = 0;
   int64_t ctas = 0;
   bool combines = false;
@@ -148,7 +149,7 @@ mxattn::TensorView view(void* data, mxattn::DType t, std::initializer_list<int64
 }
 
 Result run_shape(const Shape& s, mxattn::DType kv, int64_t tile_n, cudaStream_t stream, int reps,
-                 int64_t tiles_per_split = 0) {
+                 int64_t tiles_per_split = 0, int32_t splits_per_cta = 0) {
   using mxattn::DType;
   constexpr int64_t kDim = 128;
   const bool mx = mxattn::is_mx(kv);
@@ -185,7 +186,8 @@ Result run_shape(const Shape& s, mxattn::DType kv, int64_t tile_n, cudaStream_t 
   a.split.auto_target = int32_t(tiles_per_split);
 
   mxattn::cuda::DecodePlan plan;
-  check_status(mxattn::cuda::plan_decode(a, &plan), "plan_decode");
+  check_status(mxattn::cuda::plan_decode(a, &plan, {.splits_per_cta = splits_per_cta}),
+               "plan_decode");
   check_status(mxattn::cuda::run_decode(plan, a, stream), "run_decode");
   CHECK_CUDA(cudaStreamSynchronize(stream));
   const cudaGraphExec_t graph = capture(
@@ -197,6 +199,7 @@ Result run_shape(const Shape& s, mxattn::DType kv, int64_t tile_n, cudaStream_t 
   r.tile_n = tile_n > 0 ? tile_n : mxattn::cuda::default_tile_n(s.keys);
   r.default_tile = tile_n == 0;
   r.tiles_per_split = tiles_per_split;
+  r.splits_per_cta = splits_per_cta;
   r.us = time_graph(graph, stream, reps, small ? 50 : 5);
   r.kv_bytes = double(2 * (kv_bytes + scale_bytes));
   r.gbps = r.kv_bytes / (r.us * 1e-6) / 1e9;
@@ -250,37 +253,36 @@ int main(int argc, char** argv) {
   std::vector<Result> results;
   for (const Shape& s : shapes) {
     for (mxattn::DType kv : kvs) results.push_back(run_shape(s, kv, 0, stream, reps));
-    // Key-tile sweep of the default auto split (longer or shorter CTAs), bf16 and MXFP8, to check
-    // default_tile_n's choice against the others.
+    // The large shapes: bf16 with CTAs computing 1, 2 or 4 splits each beside the engine's choice
+    // (same partition, same result bits), and bf16 and MXFP8 with longer splits (32 key tiles, a
+    // different partition) for comparison: what each split's fixed costs take.
+    if (s.batch * s.heads_kv * s.keys <= 262144) continue;
+    for (int32_t per_cta : {1, 2, 4}) {
+      results.push_back(run_shape(s, mxattn::DType::bf16, 0, stream, reps, 0, per_cta));
+    }
     for (mxattn::DType kv : {mxattn::DType::bf16, mxattn::DType::e4m3}) {
-      for (int64_t tile_n : {16, 32, 64, 128}) {
-        if (tile_n != mxattn::cuda::default_tile_n(s.keys)) {
-          results.push_back(run_shape(s, kv, tile_n, stream, reps));
-        }
-      }
-      // Longer splits (fewer, longer CTAs) with the default tile: what each split's fixed costs
-      // (its pipeline's first copies, the warps' merge, its partial) take from the shorter ones.
-      for (int64_t target : {16, 32}) results.push_back(run_shape(s, kv, 0, stream, reps, target));
+      results.push_back(run_shape(s, kv, 0, stream, reps, 32));
     }
   }
 
   std::printf("device: %s, %d SMs; read-only probe over 2 GiB: %.0f GB/s\n", prop.name,
               prop.multiProcessorCount, probe);
-  std::printf("%-22s %-5s %7s %6s %10s %9s %7s %7s %11s %9s\n", "shape", "kv", "tile_n", "t/spl",
-              "time_us", "GB/s", "%probe", "CTAs", "combine_us", "comb_GB/s");
+  std::printf("%-22s %-5s %7s %6s %6s %10s %9s %7s %7s %11s %9s\n", "shape", "kv", "tile_n",
+              "t/spl", "s/cta", "time_us", "GB/s", "%probe", "CTAs", "combine_us", "comb_GB/s");
   for (const Result& r : results) {
-    char target[24] = "auto";
+    char target[24] = "auto", per_cta[24] = "auto";
     if (r.tiles_per_split > 0) {
       std::snprintf(target, sizeof target, "%lld", static_cast<long long>(r.tiles_per_split));
     }
-    std::printf("%-22s %-5s %6lld%s %6s %10.2f %9.0f %6.1f%% %7lld %11.2f %9.0f\n", r.shape.c_str(),
-                r.kv.c_str(), static_cast<long long>(r.tile_n), r.default_tile ? "*" : " ", target,
-                r.us, r.gbps, 100.0 * r.gbps / probe, static_cast<long long>(r.ctas), r.combine_us,
-                r.combine_gbps);
+    if (r.splits_per_cta > 0) std::snprintf(per_cta, sizeof per_cta, "%d", r.splits_per_cta);
+    std::printf("%-22s %-5s %6lld%s %6s %6s %10.2f %9.0f %6.1f%% %7lld %11.2f %9.0f\n",
+                r.shape.c_str(), r.kv.c_str(), static_cast<long long>(r.tile_n),
+                r.default_tile ? "*" : " ", target, per_cta, r.us, r.gbps, 100.0 * r.gbps / probe,
+                static_cast<long long>(r.ctas), r.combine_us, r.combine_gbps);
   }
   std::printf(
-      "(* the engine's own tile_n, mxattn::cuda::default_tile_n; t/spl: key tiles per "
-      "split of the auto split, auto the engine's default)\n");
+      "(* the engine's own tile_n, mxattn::cuda::default_tile_n; t/spl: key tiles per split of "
+      "the auto split; s/cta: splits a CTA computes; auto: the engine's choice)\n");
 
   FILE* f = std::fopen(json_path.c_str(), "w");
   if (f == nullptr) {
@@ -293,11 +295,12 @@ int main(int argc, char** argv) {
     const Result& r = results[n];
     std::fprintf(f,
                  "    {\"shape\": \"%s\", \"kv\": \"%s\", \"tile_n\": %lld, \"default_tile\": %s, "
-                 "\"tiles_per_split\": %lld, \"us\": %.3f, "
+                 "\"tiles_per_split\": %lld, \"splits_per_cta\": %d, \"us\": %.3f, "
                  "\"kv_bytes\": %.0f, \"gbps\": %.1f, \"ctas\": %lld, \"combines\": %s, "
                  "\"combine_us\": %.3f, \"combine_gbps\": %.1f}%s\n",
                  r.shape.c_str(), r.kv.c_str(), static_cast<long long>(r.tile_n),
-                 r.default_tile ? "true" : "false", static_cast<long long>(r.tiles_per_split), r.us,
+                 r.default_tile ? "true" : "false", static_cast<long long>(r.tiles_per_split),
+                 r.splits_per_cta, r.us,
                  r.kv_bytes, r.gbps, static_cast<long long>(r.ctas), r.combines ? "true" : "false",
                  r.combine_us, r.combine_gbps, n + 1 < results.size() ? "," : "");
   }

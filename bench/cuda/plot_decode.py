@@ -34,7 +34,8 @@ def main(argv):
     import matplotlib.pyplot as plt
 
     rows = [r for r in ours["results"]
-            if r.get("default_tile") and not r.get("tiles_per_split")]
+            if r.get("default_tile") and not r.get("tiles_per_split")
+            and not r.get("splits_per_cta")]
     shapes = sorted({r["shape"] for r in rows}, key=lambda s: (keys_of(s), s))
     xs = list(range(len(shapes)))
     anchor = {(a["shape"], a["backend"]): a for a in anchors["results"]}

@@ -42,6 +42,17 @@ constexpr int64_t default_tile_n(int64_t seq_k) {
   return seq_k >= 4096 ? 128 : seq_k >= 2048 ? kDefaultTileN : 32;
 }
 
+// Scheduling choices of the decode engine. None changes a result bit: every split is computed by
+// the same code, in the same order, whichever CTA computes it.
+struct DecodeOptions {
+  // Consecutive splits of a query tile one CTA computes, its copy pipeline running on from one
+  // split into the next: at most this many, the largest divisor of the tile's split count, so that
+  // a tile's CTAs are of equal length (0: the engine's choice, up to 4 while the grid keeps nearly
+  // two full waves of CTAs; 1: one split a CTA). The 16-bit caches' kernels only: MX kernels
+  // always compute one split a CTA (docs/perf.md, 2026-12-03 late).
+  int32_t splits_per_cta = 0;
+};
+
 class DecodePlan {
  public:
   DecodePlan();
@@ -62,13 +73,15 @@ class DecodePlan {
   const Impl* impl() const { return impl_.get(); }
 
  private:
-  friend Status plan_decode(const AttentionArgs& args, DecodePlan* plan);
+  friend Status plan_decode(const AttentionArgs& args, DecodePlan* plan,
+                            const DecodeOptions& options);
   std::unique_ptr<Impl> impl_;
 };
 
 // Validates `args` (metadata views on the host) and builds the plan on the current CUDA device,
 // replacing what `plan` held. On error `plan` is left as it was.
-Status plan_decode(const AttentionArgs& args, DecodePlan* plan);
+Status plan_decode(const AttentionArgs& args, DecodePlan* plan, const DecodeOptions& options);
+Status plan_decode(const AttentionArgs& args, DecodePlan* plan);  // with DecodeOptions{}
 
 // Runs the planned step on `stream` (a cudaStream_t; nullptr is the default stream), on the device
 // the plan was built on.

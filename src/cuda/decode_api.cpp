@@ -174,6 +174,13 @@ detail::DecodeParams params_for(const DecodePlan::Impl& plan, const AttentionArg
   return p;
 }
 
+// The auto chain (DecodeOptions::splits_per_cta 0): at most kMaxAutoChain splits a CTA, and only
+// while the grid keeps at least kMinChainWaves waves of resident CTAs, its last wave at least
+// kMinWaveFill full.
+constexpr int64_t kMaxAutoChain = 4;
+constexpr double kMinChainWaves = 1.9;
+constexpr double kMinWaveFill = 0.9;
+
 // Bump allocation inside the workspace, 256-byte aligned.
 struct Layout {
   int64_t bytes = 0;
@@ -187,6 +194,14 @@ struct Layout {
 }  // namespace
 
 Status plan_decode(const AttentionArgs& args, DecodePlan* plan) {
+  return plan_decode(args, plan, DecodeOptions{});
+}
+
+Status plan_decode(const AttentionArgs& args, DecodePlan* plan, const DecodeOptions& options) {
+  if (options.splits_per_cta < 0) {
+    return Status::invalid(
+        cat("options: splits_per_cta must be 0 (auto) or positive, got ", options.splits_per_cta));
+  }
   core::Problem p;
   if (Status st = core::validate_problem(args, &p); !st) return st;
   const core::SplitParams split = core::resolve_split(p, kDefaultTileM, default_tile_n(p.seq_k));
@@ -204,6 +219,7 @@ Status plan_decode(const AttentionArgs& args, DecodePlan* plan) {
   const int64_t q_tiles = core::query_tiles_per_head(p, split);
   std::vector<detail::TileInfo> tiles(size_t(p.batch * q_tiles));
   std::vector<detail::WorkItem> work;
+  std::vector<int64_t> launched_of_tile;  // work items of each tile, in order
   bool any_combine = false;
   for (int64_t b = 0; b < p.batch; ++b) {
     const core::Visibility vis = p.visibility(b);
@@ -214,6 +230,7 @@ Status plan_decode(const AttentionArgs& args, DecodePlan* plan) {
       any_combine = any_combine || qt.count >= 2;
       const int64_t launched =
           user_partials && !split.early_exit ? qt.splits : std::max<int64_t>(1, qt.count);
+      launched_of_tile.push_back(launched);
       for (int64_t s = 0; s < launched; ++s) {
         detail::WorkItem w;
         w.b = int32_t(b);
@@ -229,9 +246,87 @@ Status plan_decode(const AttentionArgs& args, DecodePlan* plan) {
       }
     }
   }
+  impl->split = detail::split_kernel(args.k.dtype, p.dim_qk, p.dim_v);
+  impl->combine = detail::combine_kernel();
+  int device = 0, smem_optin = 0;
+  if (cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return cuda_failure("device", e);
+  if (cudaError_t e =
+          cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
+      e != cudaSuccess) {
+    return cuda_failure("device attributes", e);
+  }
+  if (impl->split.smem_bytes > smem_optin) {
+    return Status::unsupported(cat("device: the split kernel needs ", impl->split.smem_bytes,
+                                   " bytes of shared memory per block; the device offers ",
+                                   smem_optin));
+  }
+  if (cudaError_t e =
+          cudaFuncSetAttribute(impl->split.function, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               impl->split.smem_bytes);
+      e != cudaSuccess) {
+    return cuda_failure("split kernel attributes", e);
+  }
+
   const int64_t tile_rows = std::min(split.tile_m, p.seq_q);
   const int64_t row_blocks =
       (tile_rows * p.group + detail::kRowsPerBlock - 1) / detail::kRowsPerBlock;
+
+  // Chains: a CTA computes consecutive splits of its tile, its copies running on from one split
+  // into the next, so that a split's pipeline start costs less (docs/perf.md, 2026-12-03 late). No
+  // result bit depends on it. A tile's chains are of equal length (the largest divisor of its split
+  // count up to the chain asked for): CTAs of unequal length left a ragged last wave.
+  const auto chain_of = [](int64_t launched, int64_t chain) {
+    int64_t n = std::min(chain, launched);
+    while (launched % n != 0) --n;
+    return n;
+  };
+  const auto chained_ctas = [&](int64_t chain) {
+    int64_t ctas = 0;
+    for (const int64_t launched : launched_of_tile) ctas += launched / chain_of(launched, chain);
+    return ctas * p.heads_kv * row_blocks;
+  };
+  int64_t chain = 1;
+  if (impl->split.chains) {
+    if (options.splits_per_cta > 0) {
+      chain = options.splits_per_cta;
+    } else {
+      // The engine's choice: the longest chain (up to kMaxAutoChain) that still leaves nearly two
+      // full waves of resident CTAs, measured best on the H200 (a 1.3-wave grid lost 25%).
+      int sms = 0, per_sm = 0;
+      if (cudaError_t e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+          e != cudaSuccess) {
+        return cuda_failure("device attributes", e);
+      }
+      if (cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+              &per_sm, impl->split.function, detail::kWarps * 32, size_t(impl->split.smem_bytes));
+          e != cudaSuccess) {
+        return cuda_failure("split kernel occupancy", e);
+      }
+      const double resident = double(std::max(1, sms * per_sm));
+      for (int64_t c = kMaxAutoChain; c > 1; --c) {
+        const double waves = double(chained_ctas(c)) / resident;
+        if (waves >= kMinChainWaves && waves / std::ceil(waves) >= kMinWaveFill) {
+          chain = c;
+          break;
+        }
+      }
+    }
+  }
+  if (chain > 1) {
+    // The work items of a tile are consecutive: splits 0, 1, ...
+    std::vector<detail::WorkItem> chained;
+    size_t first = 0;
+    for (const int64_t launched : launched_of_tile) {
+      const int64_t n = chain_of(launched, chain);
+      for (int64_t s = 0; s < launched; s += n) {
+        detail::WorkItem w = work[first + size_t(s)];
+        w.chain = int32_t(n);
+        chained.push_back(w);
+      }
+      first += size_t(launched);
+    }
+    work = std::move(chained);
+  }
   if (p.heads_kv * row_blocks > 65535 || int64_t(work.size()) > int64_t(INT32_MAX)) {
     return Status::unsupported(
         "grid: the problem needs more CTAs than one launch of the CUDA decode engine holds");
@@ -283,27 +378,6 @@ Status plan_decode(const AttentionArgs& args, DecodePlan* plan) {
     if (e != cudaSuccess) return cuda_failure("workspace upload", e);
   }
   if (impl->fused_combine) d.arrivals = reinterpret_cast<int32_t*>(ws + at_arrivals);
-
-  impl->split = detail::split_kernel(args.k.dtype, p.dim_qk, p.dim_v);
-  impl->combine = detail::combine_kernel();
-  int device = 0, smem_optin = 0;
-  if (cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return cuda_failure("device", e);
-  if (cudaError_t e =
-          cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
-      e != cudaSuccess) {
-    return cuda_failure("device attributes", e);
-  }
-  if (impl->split.smem_bytes > smem_optin) {
-    return Status::unsupported(cat("device: the split kernel needs ", impl->split.smem_bytes,
-                                   " bytes of shared memory per block; the device offers ",
-                                   smem_optin));
-  }
-  if (cudaError_t e =
-          cudaFuncSetAttribute(impl->split.function, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                               impl->split.smem_bytes);
-      e != cudaSuccess) {
-    return cuda_failure("split kernel attributes", e);
-  }
 
   d.q_dtype = args.q.dtype;
   d.q_split_lo = args.q.dtype == DType::f32 ||

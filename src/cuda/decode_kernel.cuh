@@ -54,7 +54,18 @@ __device__ __forceinline__ float load_q(const DecodeParams& p, int64_t b, int64_
   }
 }
 
-// The rows and keys of one CTA.
+// The keys of one split the CTA computes: its first step's key (a multiple of 16) and its steps.
+struct SplitSteps {
+  int64_t first_key = 0;
+  int64_t count = 0;
+};
+
+// The rows and keys of one CTA: the packed rows of its query tile and the keys of its splits
+// [work.split, work.split + work.chain). Splits of a tile cover equal runs of key tiles (SPEC 3),
+// so split j of the CTA starts key_begin + j * split_keys keys in. A step never straddles two
+// splits (tile_n is a multiple of 16), so a key of a split's step is loadable (or seen by every row)
+// exactly when it lies in the CTA's range: [load_lo, load_hi] and [full_lo, full_hi] hold for
+// every split of the CTA.
 struct SplitRange {
   int64_t b = 0;
   int64_t hkv = 0;
@@ -62,16 +73,24 @@ struct SplitRange {
   int64_t tile_rows = 0;     // query rows in the tile
   int64_t packed_first = 0;  // first packed row of this CTA
   int block_rows = 0;        // packed rows of this CTA (<= 16)
-  int64_t load_lo = 0;       // keys of the split any row of the tile sees: [load_lo, load_hi]
+  int64_t load_lo = 0;       // keys of the splits any row of the tile sees: [load_lo, load_hi]
   int64_t load_hi = -1;
   int64_t full_lo = 0;  // keys every row of the tile sees: [full_lo, full_hi]
   int64_t full_hi = -1;
-  int64_t first_key = 0;  // first key of step 0 (a multiple of 16)
-  int64_t steps = 0;
+  int64_t key_begin = 0;   // first key of the first split's tiles
+  int64_t split_keys = 0;  // keys of a split's tiles
 
   __device__ int64_t query_row(int r) const { return row_first + (packed_first + r) % tile_rows; }
   __device__ int64_t query_head(int r, int64_t group) const {
     return hkv * group + (packed_first + r) / tile_rows;
+  }
+  // The steps of split j of the CTA (none for a split without loadable keys).
+  __device__ SplitSteps steps_of(int j) const {
+    const int64_t lo = core::max64(key_begin + j * split_keys, load_lo);
+    const int64_t hi = core::min64(key_begin + (j + 1) * split_keys - 1, load_hi);
+    if (hi < lo) return {};
+    const int64_t first = lo / kStepKeys * kStepKeys;
+    return {first, (hi - first) / kStepKeys + 1};
   }
 };
 
@@ -86,17 +105,16 @@ __device__ __forceinline__ SplitRange split_range(const DecodeParams& p, const W
   // At least 0: a short last query tile packs fewer rows than the row blocks of the grid hold.
   s.block_rows =
       int(core::max64(0, core::min64(kRowsPerBlock, s.tile_rows * p.group - s.packed_first)));
-  const core::TileRun run =
-      core::split_tiles(core::TileRun{work.run_begin, work.run_count}, work.splits, work.split);
+  const core::TileRun run{work.run_begin, work.run_count};
+  const core::TileRun first = core::split_tiles(run, work.splits, work.split);
+  const core::TileRun last = core::split_tiles(run, work.splits, work.split + work.chain - 1);
   const int64_t row_last = s.row_first + s.tile_rows - 1;
-  s.load_lo = core::max64(run.begin * p.tile_n, vis.lo(s.row_first));
-  s.load_hi = core::min64((run.begin + run.count) * p.tile_n - 1, vis.hi(row_last));
+  s.key_begin = first.begin * p.tile_n;
+  s.split_keys = core::split_iters(run.count, work.splits) * p.tile_n;
+  s.load_lo = core::max64(s.key_begin, vis.lo(s.row_first));
+  s.load_hi = core::min64((last.begin + last.count) * p.tile_n - 1, vis.hi(row_last));
   s.full_lo = core::max64(s.load_lo, vis.lo(row_last));
   s.full_hi = core::min64(s.load_hi, vis.hi(s.row_first));
-  if (run.count > 0 && s.load_hi >= s.load_lo) {
-    s.first_key = s.load_lo / kStepKeys * kStepKeys;
-    s.steps = (s.load_hi - s.first_key) / kStepKeys + 1;
-  }
   return s;
 }
 
@@ -347,18 +365,18 @@ __device__ __forceinline__ void mask_step(const SplitRange& range, const core::V
 }
 
 // The fused combine, at the end of every CTA of a tile with two or more splits: the CTA's partial
-// writes are made visible at GPU scope before it counts itself in (a barrier, then one thread's
-// fence and atomic, as a split-K semaphore does); the CTA that arrives last combines the rows of
-// this (query tile, blockIdx.y) from every split's partials and leaves the counter at zero for the
-// next run. `flag` is a word of shared memory the CTA no longer needs.
+// writes are made visible at GPU scope before it counts its splits in (a barrier, then one thread's
+// fence and atomic, as a split-K semaphore does); the CTA whose splits complete the tile's count
+// combines the rows of this (query tile, blockIdx.y) from every split's partials and leaves the
+// counter at zero for the next run. `flag` is a word of shared memory the CTA no longer needs.
 __device__ __forceinline__ void combine_if_last(const DecodeParams& p, const WorkItem& work,
                                                 const SplitRange& range, int* flag) {
   const int64_t counter = (int64_t(work.b) * p.q_tiles + work.q_tile) * gridDim.y + blockIdx.y;
   __syncthreads();
   if (threadIdx.x == 0) {
     __threadfence();
-    const int arrived = atomicAdd(p.arrivals + counter, 1);
-    *flag = arrived == work.count - 1;
+    const int arrived = atomicAdd(p.arrivals + counter, work.chain);
+    *flag = arrived + work.chain == work.count;
     if (*flag) {
       p.arrivals[counter] = 0;
       __threadfence();
@@ -373,224 +391,56 @@ __device__ __forceinline__ void combine_if_last(const DecodeParams& p, const Wor
   }
 }
 
-template <DType KV, int DQK, int DV>
-__global__ void __launch_bounds__(kWarps * 32, (DecodeShape<KV, DQK, DV>::kMinBlocksPerSm))
-    decode_split_kernel(const __grid_constant__ DecodeParams p) {
-  using Format = KvFormat<KV>;
-  using Shape = DecodeShape<KV, DQK, DV>;
-  extern __shared__ __align__(16) uint8_t smem[];
-  uint8_t* ring = smem;
-  uint32_t* q_frags = reinterpret_cast<uint32_t*>(smem + Shape::kLoopBytes);
-  float* q_stage = reinterpret_cast<float*>(smem + Shape::kLoopBytes + Shape::kQFragBytes);
-  float* warp_max = q_stage + kRowsPerBlock * DQK;                                // [kWarps][16]
-  float* warp_sum = warp_max + kWarps * kRowsPerBlock;                            // [kWarps][16]
-  int* row_exponent = reinterpret_cast<int*>(warp_sum + kWarps * kRowsPerBlock);  // [16]
-  float* row_lse = reinterpret_cast<float*>(row_exponent + kRowsPerBlock);        // [16]
+// Position of (row, dim) in a warp's merge rows of kChunk f32 dims: the dim XOR-swizzled by the
+// row, so that the lanes of an accumulator fragment (rows g, dims 16q + 8e + i) fall in 8 banks,
+// as rows padded by 4 floats would, without the padding (a stage holds no more than the rows).
+template <int kChunk>
+__device__ __forceinline__ int merge_index(int row, int dim) {
+  return row * kChunk + (dim ^ ((4 * row) & (kChunk - 1)));
+}
 
+// The warps' running state of one split: O unnormalized, each row's reference maximum (log2 units)
+// and its sum of exponentials (reduced over the lane quad).
+template <int DV>
+struct WarpState {
+  float o[DV / 8][4];
+  float row_max[2];
+  float row_sum[2];
+};
+
+// The end of one split, called by every thread: merges the four warps' states and writes the
+// split's partial (O_s normalized by its own sum, L_s in natural log), or the final O and LSE.
+// `own` is this warp's merge area and `area(w)` warp w's: 16 rows of kChunk dims, through which the
+// rows go DV / kChunk dims at a time. The warps are summed in the same order whatever the chunk,
+// so a split's result does not depend on how many splits its CTA computes. `stats` holds each
+// warp's row max and sum [2][kWarps][16] and the rows' LSE [16].
+template <int DV, int kChunk, int kValueShiftExponent, class Area>
+__device__ __forceinline__ void finish_split(const DecodeParams& p, const SplitRange& range,
+                                             int split, bool write_final, bool write_partial,
+                                             const WarpState<DV>& st, float* warp_max,
+                                             float* warp_sum, float* row_lse, float* own,
+                                             const Area& area) {
+  constexpr float kValueShift = float(kValueShiftExponent);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, q4 = lane & 3;
-
-  // The combine kernel that follows (if any) may be scheduled now: it waits for this grid's end
-  // before it reads anything, and starting it early hides its launch behind this grid's last wave.
-  allow_dependent_launch();
-
-  // One load: the work item carries its tile's partition and its sequence's visibility.
-  const WorkItem work = p.work[blockIdx.x];
-  const core::Visibility vis{work.last, p.causal, work.offset, p.window};
-  const SplitRange range = split_range(p, work, vis);
-  // A row block past the packed rows of a short last query tile has nothing to do.
-  if (range.block_rows == 0) return;
-
-  // Start this warp's copies first, so that they fly while Q is prepared.
-  const int64_t my_steps = range.steps > warp ? (range.steps - warp + kWarps - 1) / kWarps : 0;
-  auto step_key = [&](int64_t it) { return range.first_key + (warp + kWarps * it) * kStepKeys; };
-  // Stage `index` of this warp's ring; step `it` lives in stage it % kStages.
-  auto stage_at = [&](int index) {
-    return ring + (warp * Shape::kStages + index) * Shape::kStepBytes;
-  };
-  auto place_of = [&](int64_t key0) {
-    return step_place(p, range.b, key0, core::max64(key0, range.load_lo));
-  };
-  // The sources of the lane's next copy: computed once and then advanced step by step for dense
-  // caches, computed for each step from its page for paged ones. Steps are copied in order.
-  const bool dense = p.page_size == 0;
-  const SourceStrides strides = source_strides<Shape>(p, lane);
-  StepSources next_sources{};
-  if (dense) next_sources = step_sources<Shape>(p, range.hkv, place_of(step_key(0)), lane);
-  auto copy_next = [&](int64_t key0, uint8_t* stage) {
-    const StepPlace at = place_of(key0);
-    StepSources src;
-    if (dense) {
-      src = next_sources;
-      advance(next_sources, strides);
-    } else {
-      src = step_sources<Shape>(p, range.hkv, at, lane);
-    }
-    copy_step<Shape>(p, range.hkv, at, src, key0, range.load_lo, range.load_hi, stage, lane);
-  };
+  const auto write_rows = [&](int chunk) {
 #pragma unroll
-  for (int it = 0; it < Shape::kStages - 1; ++it) {
-    if (it < my_steps) {
-      copy_next(step_key(it), stage_at(it));
-    } else {
-      copy_async_commit();
-    }
-  }
-
-  build_q_fragments<KV, DQK>(p, range, q_stage, row_exponent, q_frags);
-  const bool q_has_lo = p.q_split_lo;
-
-  // Per-lane row state: rows g (0) and g + 8 (1) of this CTA.
-  float score_scale[2];
-  int64_t query_row[2];
+    for (int c = 0; c < DV / 64; ++c)
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const int row = g + 8 * r;
-    // Q rows were scaled by 2^-exponent, and raw MX key codes are the values times
-    // 2^-kRawExponent: both factors return here.
-    score_scale[r] =
-        scalbnf(p.scale_log2, row_exponent[row] + (Format::kMx ? Format::kRawExponent : 0));
-    query_row[r] = row < range.block_rows ? range.query_row(row) : range.row_first;
-  }
-  // Raw V values carry 2^-kRawExponent too, so P carries 2^kRawExponent: the products are the
-  // true ones, while the row sums carry the factor, which the merge below takes out again.
-  constexpr int kValueShiftExponent = Format::kMx ? Format::kRawExponent : 0;
-  constexpr float kValueShift = float(kValueShiftExponent);
-
-  float o[DV / 8][4];
+      for (int i = 0; i < 8; ++i)
 #pragma unroll
-  for (int t = 0; t < DV / 8; ++t)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) o[t][e] = 0.0f;
-  float row_max[2] = {-INFINITY, -INFINITY};
-  float row_sum[2] = {0.0f, 0.0f};
-
-  // MX scales travel in the stage with the data where their rows are whole 4-byte words (Dqk and
-  // Dv multiples of 128); otherwise through registers, loaded one step ahead.
-  StepScales<DQK, DV> prefetched{};
-  if constexpr (Format::kMx && !Shape::kScalesInStage) {
-    if (my_steps > 0) {
-      const int64_t key0 = step_key(0);
-      load_step_scales<DQK, DV>(p, range.hkv, place_of(key0), key0, range.load_lo, range.load_hi,
-                                lane, prefetched);
-    }
-  }
-
-  // The slots of step it and of step it + kStages - 1 (the one refilled), counted without a 64-bit
-  // remainder.
-  int slot = 0;
-  for (int64_t it = 0; it < my_steps; ++it) {
-    const int refill_slot = slot == 0 ? Shape::kStages - 1 : slot - 1;
-    copy_async_wait<Shape::kStages - 2>();
-    __syncwarp();
-    if (it + Shape::kStages - 1 < my_steps) {
-      copy_next(step_key(it + Shape::kStages - 1), stage_at(refill_slot));
-    } else {
-      copy_async_commit();
-    }
-    StepScales<DQK, DV> scales{};
-    if constexpr (Format::kMx) {
-      if constexpr (Shape::kScalesInStage) {
-        read_stage_scales<Shape>(stage_at(slot), p.v_scales_along_keys, lane, scales);
-      } else {
-        scales = prefetched;
-        if (it + 1 < my_steps) {
-          const int64_t key0 = step_key(it + 1);
-          load_step_scales<DQK, DV>(p, range.hkv, place_of(key0), key0, range.load_lo,
-                                    range.load_hi, lane, prefetched);
+        for (int e = 0; e < 4; ++e) {
+          const int row = g + 8 * (e >> 1);
+          const int dim = 64 * c + 8 * (2 * q4 + (e & 1)) + i;
+          if (dim / kChunk == chunk) own[merge_index<kChunk>(row, dim % kChunk)] = st.o[8 * c + i][e];
         }
-      }
-    }
-
-    const int64_t key0 = step_key(it);
-    const uint8_t* stage = stage_at(slot);
-    slot = slot + 1 == Shape::kStages ? 0 : slot + 1;
-    // Scales 0 and 0xFF are rare (2^-127 and NaN): one warp-wide test per step picks the exact
-    // conversion for every scale of the step.
-    bool scale_ends = false;
-    if constexpr (Format::kMx)
-      scale_ends = __any_sync(0xffffffffu, has_step_scale_end(scales, p.v_scales_along_keys));
-    float s[2][4];
-    score_step<KV, DQK, DV>(stage, q_frags, q_has_lo, scales, scale_ends, s);
-
-    // Scores in log2 units, masked outside what each row sees. Only the steps at the edges of the
-    // visible range have masked keys; the test is behind a vote so that it is a real branch (as a
-    // plain condition the compiler predicated it, about 45 instructions in every step).
-#pragma unroll
-    for (int t = 0; t < 2; ++t)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) s[t][e] *= score_scale[e >> 1];
-    const bool unmasked = key0 >= range.full_lo && key0 + kStepKeys - 1 <= range.full_hi;
-    if (__any_sync(0xffffffffu, !unmasked)) mask_step(range, vis, key0, query_row, s);
-
-    float step_max[2];
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      step_max[r] = fmaxf(fmaxf(s[0][2 * r], s[0][2 * r + 1]), fmaxf(s[1][2 * r], s[1][2 * r + 1]));
-      step_max[r] = fmaxf(step_max[r], __shfl_xor_sync(0xffffffffu, step_max[r], 1));
-      step_max[r] = fmaxf(step_max[r], __shfl_xor_sync(0xffffffffu, step_max[r], 2));
-    }
-    const bool grows = step_max[0] > row_max[0] + kRescaleThreshold ||
-                       step_max[1] > row_max[1] + kRescaleThreshold;
-    if (__any_sync(0xffffffffu, grows)) {
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        const float new_max = fmaxf(row_max[r], step_max[r]);
-        const float alpha = new_max == -INFINITY ? 1.0f : exp2f(row_max[r] - new_max);
-        row_max[r] = new_max;
-        row_sum[r] *= alpha;
-#pragma unroll
-        for (int t = 0; t < DV / 8; ++t) {
-          o[t][2 * r] *= alpha;
-          o[t][2 * r + 1] *= alpha;
-        }
-      }
-    }
-    float base[2];
-#pragma unroll
-    for (int r = 0; r < 2; ++r)
-      base[r] = (row_max[r] == -INFINITY ? 0.0f : row_max[r]) - kValueShift;
-#pragma unroll
-    for (int t = 0; t < 2; ++t)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        s[t][e] = exp2_approx(s[t][e] - base[e >> 1]);
-        row_sum[e >> 1] += s[t][e];
-      }
-    constexpr MmaType kValueMma = Format::kValueMma;
-    const uint32_t pa[4] = {
-        pack_pair<kValueMma>(s[0][0], s[0][1]), pack_pair<kValueMma>(s[0][2], s[0][3]),
-        pack_pair<kValueMma>(s[1][0], s[1][1]), pack_pair<kValueMma>(s[1][2], s[1][3])};
-    value_step<KV, DQK, DV>(stage + kStepKeys * Shape::kKRowBytes, pa, p.v_scales_along_keys,
-                            scales, scale_ends, o);
-    __syncwarp();
-  }
-  copy_async_wait<0>();
-
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    row_sum[r] += __shfl_xor_sync(0xffffffffu, row_sum[r], 1);
-    row_sum[r] += __shfl_xor_sync(0xffffffffu, row_sum[r], 2);
-  }
-
-  // Merge the four warps: each writes its unnormalized O and its (max, sum) per row.
-  __syncthreads();
-  float* merge = reinterpret_cast<float*>(ring);
-#pragma unroll
-  for (int c = 0; c < DV / 64; ++c)
-#pragma unroll
-    for (int i = 0; i < 8; ++i)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int row = g + 8 * (e >> 1);
-        const int dim = 64 * c + 8 * (2 * q4 + (e & 1)) + i;
-        merge[(warp * kRowsPerBlock + row) * Shape::kMergeStride + dim] = o[8 * c + i][e];
-      }
+  };
+  write_rows(0);
   if (q4 == 0) {
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      warp_max[warp * kRowsPerBlock + g + 8 * r] = row_max[r];
-      warp_sum[warp * kRowsPerBlock + g + 8 * r] = row_sum[r];
+      warp_max[warp * kRowsPerBlock + g + 8 * r] = st.row_max[r];
+      warp_sum[warp * kRowsPerBlock + g + 8 * r] = st.row_sum[r];
     }
   }
   __syncthreads();
@@ -614,28 +464,33 @@ __global__ void __launch_bounds__(kWarps * 32, (DecodeShape<KV, DQK, DV>::kMinBl
   }
   __syncthreads();
 
-  const bool write_final = work.split == 0 && work.count <= 1;
-  const bool write_partial = work.count >= 2 || p.write_all_partials;
-  for (int idx = threadIdx.x; idx < range.block_rows * DV; idx += kWarps * 32) {
-    const int row = idx / DV, dim = idx % DV;
-    // A row that saw nothing is exactly 0, whatever its (masked) products met in V.
-    float x = 0.0f;
-    if (row_lse[row] != -INFINITY) {
+#pragma unroll 1
+  for (int chunk = 0; chunk < DV / kChunk; ++chunk) {
+    if (chunk > 0) {
+      __syncthreads();  // every thread has read the previous chunk
+      write_rows(chunk);
+      __syncthreads();
+    }
+    for (int idx = threadIdx.x; idx < range.block_rows * kChunk; idx += kWarps * 32) {
+      const int row = idx / kChunk, d = idx % kChunk, dim = chunk * kChunk + d;
+      // A row that saw nothing is exactly 0, whatever its (masked) products met in V.
+      float x = 0.0f;
+      if (row_lse[row] != -INFINITY) {
 #pragma unroll
-      for (int w = 0; w < kWarps; ++w) {
-        x += merge[(w * kRowsPerBlock + row) * Shape::kMergeStride + dim] *
-             warp_sum[w * kRowsPerBlock + row];
+        for (int w = 0; w < kWarps; ++w)
+          x += area(w)[merge_index<kChunk>(row, d)] * warp_sum[w * kRowsPerBlock + row];
       }
-    }
-    const int64_t i = range.query_row(row), h = range.query_head(row, p.group);
-    if (write_final) {
-      store_output(
-          p, range.b * p.o_stride[0] + i * p.o_stride[1] + h * p.o_stride[2] + dim * p.o_stride[3],
-          x);
-    }
-    if (write_partial) {
-      p.part_o[work.split * p.part_o_stride[0] + range.b * p.part_o_stride[1] +
-               i * p.part_o_stride[2] + h * p.part_o_stride[3] + dim * p.part_o_stride[4]] = x;
+      const int64_t i = range.query_row(row), h = range.query_head(row, p.group);
+      if (write_final) {
+        store_output(p,
+                     range.b * p.o_stride[0] + i * p.o_stride[1] + h * p.o_stride[2] +
+                         dim * p.o_stride[3],
+                     x);
+      }
+      if (write_partial) {
+        p.part_o[split * p.part_o_stride[0] + range.b * p.part_o_stride[1] +
+                 i * p.part_o_stride[2] + h * p.part_o_stride[3] + dim * p.part_o_stride[4]] = x;
+      }
     }
   }
   if (int(threadIdx.x) < range.block_rows) {
@@ -645,8 +500,292 @@ __global__ void __launch_bounds__(kWarps * 32, (DecodeShape<KV, DQK, DV>::kMinBl
       p.lse[range.b * p.lse_stride[0] + h * p.lse_stride[1] + i * p.lse_stride[2]] = row_lse[row];
     }
     if (write_partial) {
-      p.part_lse[work.split * p.part_lse_stride[0] + range.b * p.part_lse_stride[1] +
+      p.part_lse[split * p.part_lse_stride[0] + range.b * p.part_lse_stride[1] +
                  h * p.part_lse_stride[2] + i * p.part_lse_stride[3]] = row_lse[row];
+    }
+  }
+}
+
+template <DType KV, int DQK, int DV>
+__global__ void __launch_bounds__(kWarps * 32, (DecodeShape<KV, DQK, DV>::kMinBlocksPerSm))
+    decode_split_kernel(const __grid_constant__ DecodeParams p) {
+  using Format = KvFormat<KV>;
+  using Shape = DecodeShape<KV, DQK, DV>;
+  constexpr int kStages = Shape::kStages;
+  extern __shared__ __align__(16) uint8_t smem[];
+  uint8_t* ring = smem;
+  uint32_t* q_frags = reinterpret_cast<uint32_t*>(smem + Shape::kLoopBytes);
+  float* q_stage = reinterpret_cast<float*>(smem + Shape::kLoopBytes + Shape::kQFragBytes);
+  float* warp_max = q_stage + kRowsPerBlock * DQK;                                // [kWarps][16]
+  float* warp_sum = warp_max + kWarps * kRowsPerBlock;                            // [kWarps][16]
+  int* row_exponent = reinterpret_cast<int*>(warp_sum + kWarps * kRowsPerBlock);  // [16]
+  float* row_lse = reinterpret_cast<float*>(row_exponent + kRowsPerBlock);        // [16]
+  int* merge_stage = reinterpret_cast<int*>(row_lse + kRowsPerBlock);             // [kWarps]
+
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int g = lane >> 2;
+
+  // The combine kernel that follows (if any) may be scheduled now: it waits for this grid's end
+  // before it reads anything, and starting it early hides its launch behind this grid's last wave.
+  allow_dependent_launch();
+
+  // One load: the work item carries its tile's partition and its sequence's visibility. The CTA's
+  // splits share their rows (and so Q) and differ only in their keys.
+  const WorkItem work = p.work[blockIdx.x];
+  const core::Visibility vis{work.last, p.causal, work.offset, p.window};
+  const SplitRange range = split_range(p, work, vis);
+  // A row block past the packed rows of a short last query tile has nothing to do.
+  if (range.block_rows == 0) return;
+  const int chain = Shape::kChains ? work.chain : 1;
+  const auto warp_steps = [&](int64_t steps) -> int64_t {
+    return steps > warp ? (steps - warp + kWarps - 1) / kWarps : 0;
+  };
+  // Stage `index` of this warp's ring; the warp's n-th step (counted over the CTA's splits) lives
+  // in stage n % kStages.
+  auto stage_at = [&](int index) { return ring + (warp * kStages + index) * Shape::kStepBytes; };
+  auto place_of = [&](int64_t key0) {
+    return step_place(p, range.b, key0, core::max64(key0, range.load_lo));
+  };
+
+  // The copy side of the warp's pipeline walks its steps of the CTA's splits in order, so that the
+  // copies of a split's first steps fly while the previous split ends: copy_split is the split of
+  // the next copy (chain once every copy is issued), copy_key its first key, copy_left the warp's
+  // steps left in that split. The lane's sources are computed at the start of each split and then
+  // advanced step by step for dense caches, computed for each step from its page for paged ones.
+  const bool dense = p.page_size == 0;
+  const SourceStrides strides = source_strides<Shape>(p, lane);
+  StepSources next_sources{};
+  int copy_split = -1;
+  int64_t copy_key = 0, copy_left = 0;
+  const auto next_copy_split = [&] {
+    while (copy_left == 0 && ++copy_split < chain) {
+      const SplitSteps ss = range.steps_of(copy_split);
+      copy_key = ss.first_key + warp * kStepKeys;
+      copy_left = warp_steps(ss.count);
+    }
+    if (copy_left > 0 && dense)
+      next_sources = step_sources<Shape>(p, range.hkv, place_of(copy_key), lane);
+  };
+  // Issues the copy of the warp's step at key0 into `stage` (steps are copied in order).
+  const auto copy_at = [&](int64_t key0, uint8_t* stage) {
+    const StepPlace at = place_of(key0);
+    StepSources src;
+    if (dense) {
+      src = next_sources;
+      advance(next_sources, strides);
+    } else {
+      src = step_sources<Shape>(p, range.hkv, at, lane);
+    }
+    copy_step<Shape>(p, range.hkv, at, src, key0, range.load_lo, range.load_hi, stage, lane);
+  };
+  // Issues the warp's next copy into `stage`, or an empty group once all are issued (the main
+  // loop's wait counts one group per step).
+  const auto copy_next = [&](uint8_t* stage) {
+    if (copy_left == 0) {
+      copy_async_commit();
+      return;
+    }
+    copy_at(copy_key, stage);
+    copy_key += kWarps * kStepKeys;
+    if (--copy_left == 0) next_copy_split();
+  };
+  // Kernels of one split a CTA copy step by step index instead, without the chain's cursor (its
+  // registers made ptxas spill in the MX kernels, at three CTAs an SM).
+  const SplitSteps first_steps = range.steps_of(0);
+  const auto first_key_of = [&](int64_t it) {
+    return first_steps.first_key + (warp + kWarps * it) * kStepKeys;
+  };
+  // Start this warp's copies first, so that they fly while Q is prepared.
+  if constexpr (Shape::kChains) {
+    next_copy_split();
+#pragma unroll
+    for (int it = 0; it < kStages - 1; ++it) copy_next(stage_at(it));
+  } else {
+    const int64_t steps = warp_steps(first_steps.count);
+    if (dense && steps > 0)
+      next_sources = step_sources<Shape>(p, range.hkv, place_of(first_key_of(0)), lane);
+#pragma unroll
+    for (int it = 0; it < kStages - 1; ++it) {
+      if (it < steps) {
+        copy_at(first_key_of(it), stage_at(it));
+      } else {
+        copy_async_commit();
+      }
+    }
+  }
+
+  build_q_fragments<KV, DQK>(p, range, q_stage, row_exponent, q_frags);
+  const bool q_has_lo = p.q_split_lo;
+
+  // Per-lane row state: rows g (0) and g + 8 (1) of this CTA.
+  float score_scale[2];
+  int64_t query_row[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int row = g + 8 * r;
+    // Q rows were scaled by 2^-exponent, and raw MX key codes are the values times
+    // 2^-kRawExponent: both factors return here.
+    score_scale[r] =
+        scalbnf(p.scale_log2, row_exponent[row] + (Format::kMx ? Format::kRawExponent : 0));
+    query_row[r] = row < range.block_rows ? range.query_row(row) : range.row_first;
+  }
+  // Raw V values carry 2^-kRawExponent too, so P carries 2^kRawExponent: the products are the
+  // true ones, while the row sums carry the factor, which the merge takes out again.
+  constexpr int kValueShiftExponent = Format::kMx ? Format::kRawExponent : 0;
+  constexpr float kValueShift = float(kValueShiftExponent);
+
+  // The stage of the warp's next step, counted without a 64-bit remainder.
+  int slot = 0;
+#pragma unroll 1
+  for (int j = 0; j < chain; ++j) {
+    const SplitSteps steps = range.steps_of(j);
+    const int64_t my_steps = warp_steps(steps.count);
+    auto step_key = [&](int64_t it) { return steps.first_key + (warp + kWarps * it) * kStepKeys; };
+
+    WarpState<DV> st;
+#pragma unroll
+    for (int t = 0; t < DV / 8; ++t)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) st.o[t][e] = 0.0f;
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      st.row_max[r] = -INFINITY;
+      st.row_sum[r] = 0.0f;
+    }
+
+    // MX scales travel in the stage with the data where their rows are whole 4-byte words (Dqk
+    // and Dv multiples of 128); otherwise through registers, loaded one step ahead (such kernels
+    // compute one split a CTA).
+    StepScales<DQK, DV> prefetched{};
+    if constexpr (Format::kMx && !Shape::kScalesInStage) {
+      if (my_steps > 0) {
+        const int64_t key0 = step_key(0);
+        load_step_scales<DQK, DV>(p, range.hkv, place_of(key0), key0, range.load_lo,
+                                  range.load_hi, lane, prefetched);
+      }
+    }
+
+    for (int64_t it = 0; it < my_steps; ++it) {
+      // The stage of the previous step is refilled with the step kStages - 1 ahead.
+      const int refill_slot = slot == 0 ? kStages - 1 : slot - 1;
+      copy_async_wait<kStages - 2>();
+      __syncwarp();
+      if constexpr (Shape::kChains) {
+        copy_next(stage_at(refill_slot));
+      } else if (it + kStages - 1 < my_steps) {
+        copy_at(step_key(it + kStages - 1), stage_at(refill_slot));
+      } else {
+        copy_async_commit();
+      }
+      StepScales<DQK, DV> scales{};
+      if constexpr (Format::kMx) {
+        if constexpr (Shape::kScalesInStage) {
+          read_stage_scales<Shape>(stage_at(slot), p.v_scales_along_keys, lane, scales);
+        } else {
+          scales = prefetched;
+          if (it + 1 < my_steps) {
+            const int64_t key0 = step_key(it + 1);
+            load_step_scales<DQK, DV>(p, range.hkv, place_of(key0), key0, range.load_lo,
+                                      range.load_hi, lane, prefetched);
+          }
+        }
+      }
+
+      const int64_t key0 = step_key(it);
+      const uint8_t* stage = stage_at(slot);
+      slot = slot + 1 == kStages ? 0 : slot + 1;
+      // Scales 0 and 0xFF are rare (2^-127 and NaN): one warp-wide test per step picks the exact
+      // conversion for every scale of the step.
+      bool scale_ends = false;
+      if constexpr (Format::kMx)
+        scale_ends = __any_sync(0xffffffffu, has_step_scale_end(scales, p.v_scales_along_keys));
+      float s[2][4];
+      score_step<KV, DQK, DV>(stage, q_frags, q_has_lo, scales, scale_ends, s);
+
+      // Scores in log2 units, masked outside what each row sees. Only the steps at the edges of
+      // the visible range have masked keys; the test is behind a vote so that it is a real branch
+      // (as a plain condition the compiler predicated it, about 45 instructions in every step).
+#pragma unroll
+      for (int t = 0; t < 2; ++t)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) s[t][e] *= score_scale[e >> 1];
+      const bool unmasked = key0 >= range.full_lo && key0 + kStepKeys - 1 <= range.full_hi;
+      if (__any_sync(0xffffffffu, !unmasked)) mask_step(range, vis, key0, query_row, s);
+
+      float step_max[2];
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        step_max[r] =
+            fmaxf(fmaxf(s[0][2 * r], s[0][2 * r + 1]), fmaxf(s[1][2 * r], s[1][2 * r + 1]));
+        step_max[r] = fmaxf(step_max[r], __shfl_xor_sync(0xffffffffu, step_max[r], 1));
+        step_max[r] = fmaxf(step_max[r], __shfl_xor_sync(0xffffffffu, step_max[r], 2));
+      }
+      const bool grows = step_max[0] > st.row_max[0] + kRescaleThreshold ||
+                         step_max[1] > st.row_max[1] + kRescaleThreshold;
+      if (__any_sync(0xffffffffu, grows)) {
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          const float new_max = fmaxf(st.row_max[r], step_max[r]);
+          const float alpha = new_max == -INFINITY ? 1.0f : exp2f(st.row_max[r] - new_max);
+          st.row_max[r] = new_max;
+          st.row_sum[r] *= alpha;
+#pragma unroll
+          for (int t = 0; t < DV / 8; ++t) {
+            st.o[t][2 * r] *= alpha;
+            st.o[t][2 * r + 1] *= alpha;
+          }
+        }
+      }
+      float base[2];
+#pragma unroll
+      for (int r = 0; r < 2; ++r)
+        base[r] = (st.row_max[r] == -INFINITY ? 0.0f : st.row_max[r]) - kValueShift;
+#pragma unroll
+      for (int t = 0; t < 2; ++t)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          s[t][e] = exp2_approx(s[t][e] - base[e >> 1]);
+          st.row_sum[e >> 1] += s[t][e];
+        }
+      constexpr MmaType kValueMma = Format::kValueMma;
+      const uint32_t pa[4] = {
+          pack_pair<kValueMma>(s[0][0], s[0][1]), pack_pair<kValueMma>(s[0][2], s[0][3]),
+          pack_pair<kValueMma>(s[1][0], s[1][1]), pack_pair<kValueMma>(s[1][2], s[1][3])};
+      value_step<KV, DQK, DV>(stage + kStepKeys * Shape::kKRowBytes, pa, p.v_scales_along_keys,
+                              scales, scale_ends, st.o);
+      __syncwarp();
+    }
+
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      st.row_sum[r] += __shfl_xor_sync(0xffffffffu, st.row_sum[r], 1);
+      st.row_sum[r] += __shfl_xor_sync(0xffffffffu, st.row_sum[r], 2);
+    }
+    const int split = work.split + j;
+    const bool write_final = split == 0 && work.count <= 1;
+    const bool write_partial = work.count >= 2 || p.write_all_partials;
+    if (j + 1 == chain) {
+      // The CTA's last split: no copy is left in flight, and the whole ring holds the four warps'
+      // rows once every warp is done reading its stages.
+      copy_async_wait<0>();
+      __syncthreads();
+      float* merge = reinterpret_cast<float*>(ring);
+      finish_split<DV, DV, kValueShiftExponent>(
+          p, range, split, write_final, write_partial, st, warp_max, warp_sum, row_lse,
+          merge + warp * kRowsPerBlock * DV,
+          [&](int w) { return merge + w * kRowsPerBlock * DV; });
+    } else if constexpr (Shape::kChains) {
+      // The next split's copies are in flight; the stage this warp consumed last stays free until
+      // its refill, after the barrier below.
+      const int free_slot = slot == 0 ? kStages - 1 : slot - 1;
+      if (lane == 0) merge_stage[warp] = free_slot;
+      finish_split<DV, Shape::kMergeChunk, kValueShiftExponent>(
+          p, range, split, write_final, write_partial, st, warp_max, warp_sum, row_lse,
+          reinterpret_cast<float*>(stage_at(free_slot)), [&](int w) {
+            return reinterpret_cast<const float*>(
+                ring + (w * kStages + merge_stage[w]) * Shape::kStepBytes);
+          });
+      __syncthreads();  // every thread has read the merge stages and the row statistics
     }
   }
   if (p.arrivals != nullptr && work.count >= 2) combine_if_last(p, work, range, row_exponent);
@@ -655,7 +794,7 @@ __global__ void __launch_bounds__(kWarps * 32, (DecodeShape<KV, DQK, DV>::kMinBl
 template <DType KV, int DQK, int DV>
 KernelRef decode_kernel_ref() {
   return {reinterpret_cast<const void*>(&decode_split_kernel<KV, DQK, DV>),
-          DecodeShape<KV, DQK, DV>::kSmemBytes};
+          DecodeShape<KV, DQK, DV>::kSmemBytes, DecodeShape<KV, DQK, DV>::kChains};
 }
 
 // The instances of one KV type: (64, 64), (128, 128), (256, 256), (192, 128).

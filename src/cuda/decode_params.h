@@ -23,18 +23,20 @@ struct TileInfo {
 };
 
 // One CTA of the split kernel (times heads_kv * row_blocks in gridDim.y), with what it needs of
-// its query tile and sequence, so that a CTA starts from a single load.
+// its query tile and sequence, so that a CTA starts from a single load. The CTA computes splits
+// [split, split + chain) of its tile, one after the other, its copies running on from one split
+// into the next.
 struct WorkItem {
   int32_t b = 0;
   int32_t q_tile = 0;
-  int32_t split = 0;
+  int32_t split = 0;  // the first split of the CTA
   int32_t splits = 1;  // the tile's split_kv
   int64_t run_begin = 0;
   int64_t run_count = 0;
   int64_t last = -1;  // the sequence's core::Visibility (from Problem::visibility)
   int64_t offset = 0;
   int32_t count = 0;  // the tile's exact count
-  int32_t padding = 0;
+  int32_t chain = 1;  // consecutive splits of the tile this CTA computes
 };
 
 struct DecodeParams {

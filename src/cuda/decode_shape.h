@@ -43,14 +43,27 @@ struct DecodeShape {
   static constexpr int kVChunksOf64 = DV / 64;
   static constexpr int kOTiles = DV / 8;
 
-  // After the main loop the ring is reused to merge the warps' states; its rows are padded by 4
-  // floats so that the lanes of a fragment land in different banks.
-  static constexpr int kMergeStride = DV + 4;
-  static constexpr int kMergeBytes = kWarps * kRowsPerBlock * kMergeStride * 4;
+  // The warps' states are merged through shared memory, 16 rows of f32 per warp, swizzled
+  // (merge_index in decode_kernel.cuh). After a CTA's last split the whole ring holds the four
+  // warps' rows at once. Between two splits of a chain the copies of the next split are in flight
+  // and only the stage each warp has just consumed is free: the rows go through it kMergeChunk
+  // dims at a time.
+  static constexpr int kMergeBytes = kWarps * kRowsPerBlock * DV * 4;
   static constexpr int kLoopBytes = max_int(kRingBytes, kMergeBytes);
+  static constexpr int kMergeChunk = [] {
+    int c = DV;
+    while (c > 8 && kRowsPerBlock * c * 4 > kStepBytes) c /= 2;
+    return c;
+  }();
+  static_assert(kRowsPerBlock * kMergeChunk * 4 <= kStepBytes && DV % kMergeChunk == 0);
+  // Whether a CTA may compute several consecutive splits (WorkItem::chain). Not the MX kernels: at
+  // the 168 registers of three CTAs an SM, the chain's copy cursor made ptxas spill in their main
+  // loop and they ran 12-16% slower even at one split a CTA (docs/perf.md, 2026-12-03 late).
+  static constexpr bool kChains = !is_mx(KV);
   static constexpr int kQFragBytes = 2 * kKSteps * 32 * 16;  // hi and lo A fragments
   static constexpr int kQStageBytes = kRowsPerBlock * DQK * 4;
-  static constexpr int kStatsBytes = (2 * kWarps + 2) * kRowsPerBlock * 4;
+  // Per row: each warp's max and sum, the row's exponent and LSE; per warp: its merge stage.
+  static constexpr int kStatsBytes = (2 * kWarps + 2) * kRowsPerBlock * 4 + kWarps * 4;
   static constexpr int kSmemBytes = kLoopBytes + kQFragBytes + kQStageBytes + kStatsBytes;
   // CTAs per SM the register budget must allow: as many as the shared memory holds (228 KB per SM,
   // 1 KB of it reserved per CTA), at most three (168 registers a thread), at least two.

@@ -12,6 +12,7 @@ namespace mxattn::cuda::detail {
 struct KernelRef {
   const void* function = nullptr;
   int smem_bytes = 0;
+  bool chains = false;  // split kernels: a CTA may compute several splits (WorkItem::chain)
 };
 
 // The split kernel for K/V stored as `kv` with head dims (dim_qk, dim_v); no function when that

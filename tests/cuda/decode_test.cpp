@@ -118,9 +118,9 @@ Spec decode_spec(uint64_t seed, DType kv, int64_t max_keys, int64_t max_work) {
 }
 
 // Plans on `dev`'s arguments, poisons the outputs, runs and copies the outputs into `host`.
-Status run_cuda(TestProblem& host, DeviceProblem& dev) {
+Status run_cuda(TestProblem& host, DeviceProblem& dev, const cuda::DecodeOptions& options = {}) {
   cuda::DecodePlan plan;
-  if (Status st = cuda::plan_decode(dev.args(), &plan); !st) return st;
+  if (Status st = cuda::plan_decode(dev.args(), &plan, options); !st) return st;
   dev.poison_outputs();
   if (Status st = cuda::run_decode(plan, dev.args(), nullptr); !st) return st;
   if (cudaError_t e = cudaDeviceSynchronize(); e != cudaSuccess) {
@@ -175,13 +175,13 @@ void expect_matches(const TestProblem& ref, const Outputs& want, const Outputs& 
 }
 
 // One random problem: the reference on one copy, the CUDA engine on another.
-void check_random_problem(const Spec& spec) {
-  SCOPED_TRACE(spec.describe());
+void check_random_problem(const Spec& spec, const cuda::DecodeOptions& options = {}) {
+  SCOPED_TRACE(spec.describe() + " splits_per_cta=" + std::to_string(options.splits_per_cta));
   TestProblem ref(spec);
   ASSERT_TRUE(ref.run(Engine::cpu_reference).is_ok());
   TestProblem got(spec);
   DeviceProblem dev(got);
-  const Status st = run_cuda(got, dev);
+  const Status st = run_cuda(got, dev, options);
   ASSERT_TRUE(st.is_ok()) << st.message();
   expect_matches(ref, ref.outputs(), got.outputs());
 }
@@ -209,6 +209,14 @@ TEST_P(CudaDecodeSanitized, MatchesReference) {
   for (uint64_t n = 0; n < 3; ++n) {
     check_random_problem(
         decode_spec(77 + 1000 * uint64_t(GetParam()) + n, GetParam(), 200, 300'000));
+  }
+  // CTAs computing several splits each (16-bit caches; the merges between splits run through the
+  // stages).
+  for (uint64_t n = 3; n < 5; ++n) {
+    Spec s = decode_spec(77 + 1000 * uint64_t(GetParam()) + n, GetParam(), 200, 300'000);
+    s.split_kv = 6;
+    s.tile_n = 16;
+    check_random_problem(s, cuda::DecodeOptions{.splits_per_cta = 3});
   }
 }
 
@@ -349,6 +357,41 @@ TEST(CudaDecode, AutoSplitIsBatchInvariant) {
   EXPECT_TRUE(values_bitwise_equal(entry, b.o, "O of batch entry 1"));
 }
 
+// A CTA computing several consecutive splits (DecodeOptions::splits_per_cta; the kernels of 16-bit
+// caches) writes every output, partial and count bitwise as one split a CTA does, on random
+// problems (paged, masked, per-sequence lengths, several query tiles), and matches the reference.
+TEST(CudaDecode, SplitsPerCtaChangeNoBit) {
+  int64_t chained_problems = 0, runs = 0;
+  for (const DType kv : {DType::bf16, DType::f16}) {
+    for (uint64_t n = 0; n < 12; ++n) {
+      Spec s = decode_spec(5000 + 1000 * uint64_t(kv) + n, kv, 1500, 8'000'000);
+      s.split_kv = std::vector<int32_t>{0, 4, 6, 8, 12}[n % 5];
+      s.tile_n = 16;
+      SCOPED_TRACE(s.describe());
+      TestProblem ref(s);
+      ASSERT_TRUE(ref.run(Engine::cpu_reference).is_ok());
+      TestProblem one(s), got(s);
+      DeviceProblem dev(one);
+      ASSERT_TRUE(run_cuda(one, dev, cuda::DecodeOptions{.splits_per_cta = 1}).is_ok());
+      cuda::DecodePlan single;
+      ASSERT_TRUE(cuda::plan_decode(dev.args(), &single, {.splits_per_cta = 1}).is_ok());
+      for (const int32_t per_cta : {2, 3, 8}) {
+        SCOPED_TRACE("splits_per_cta=" + std::to_string(per_cta));
+        cuda::DecodePlan plan;
+        ASSERT_TRUE(cuda::plan_decode(dev.args(), &plan, {.splits_per_cta = per_cta}).is_ok());
+        chained_problems += plan.split_blocks() < single.split_blocks();
+        ++runs;
+        const Status st = run_cuda(got, dev, cuda::DecodeOptions{.splits_per_cta = per_cta});
+        ASSERT_TRUE(st.is_ok()) << st.message();
+        EXPECT_TRUE(outputs_bitwise_equal(one.outputs(), got.outputs()));
+      }
+      expect_matches(ref, ref.outputs(), got.outputs());
+    }
+  }
+  // Most problems have tiles of several splits, so that CTAs do chain them.
+  EXPECT_GT(2 * chained_problems, runs);
+}
+
 // Running the combine kernel again over the same partials reproduces O bitwise (the first runs
 // combined inside the split kernel, as a plan without user partials or counts does); two runs
 // agree bitwise.
@@ -459,6 +502,9 @@ TEST(CudaDecode, RefusesWhatItDoesNotSupport) {
 TEST(CudaDecode, RejectsInvalidArguments) {
   Spec s = fixed_spec(DType::bf16);
   TestProblem a(s);
+  cuda::DecodePlan negative;
+  const Status options_st = cuda::plan_decode(a.args(), &negative, {.splits_per_cta = -1});
+  EXPECT_EQ(options_st.code(), ErrorCode::invalid_argument) << options_st.message();
   AttentionArgs args = a.args();
   args.v.shape[3] = 64;  // V's head dim no longer matches O's
   cuda::DecodePlan plan;
