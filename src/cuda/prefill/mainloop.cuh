@@ -212,7 +212,7 @@ __device__ __forceinline__ void compute_tiles(const PrefillParams& p, const CtaW
   mask_and_softmax(step, rescale);
   round_pairs<Element>(acc_s, p_frag);
 
-  for (int64_t k = w.tile_count - 2; k >= 0; --k) {
+  for (int k = int(w.tile_count) - 2; k >= 0; --k) {
     const RingState ring_v = ring;  // V of step k + 1
     const int64_t tile_v = step.tile;
     ring.advance<kStages>();  // K of step k
