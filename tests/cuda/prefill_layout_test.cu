@@ -3,7 +3,9 @@
 // - P = softmax(S) feeds the P V product straight from S's accumulator registers: each register of
 //   S, seen through acc_as_a_operand, holds the (row, key) element the A operand expects there;
 // - rows_cols puts the same query rows at the same row index in S and in O, and the four threads
-//   sharing a row are one quad (the softmax's shuffles and the epilogue's LSE store assume it).
+//   sharing a row are one quad (the softmax's shuffles and the epilogue's LSE store assume it);
+// - the mask's columns, relative to each thread's first one, are the same offsets in every thread
+//   and keep each key's sparse granule.
 #include <gtest/gtest.h>
 
 #include <cute/tensor.hpp>
@@ -11,9 +13,11 @@
 #include <map>
 #include <set>
 #include <utility>
+#include <vector>
 
 #include "cuda/prefill/fragments.cuh"
 #include "cuda/prefill/kernel_traits.cuh"
+#include "cuda/prefill/prefill_params.h"
 
 namespace mxattn::cuda::prefill {
 namespace {
@@ -75,10 +79,33 @@ void check_rows() {
   }
 }
 
+// mask_scores tests S's columns relative to the thread's first one: the offsets must be the same in
+// every thread (compile-time constants in the kernel) and name the key's 16-key sparse granule.
+template <class Traits>
+void check_mask_columns() {
+  constexpr int kBlockM = Traits::kBlockM, kBlockN = Traits::kBlockN;
+  typename Traits::TiledMmaQK mma_qk;
+  const auto offsets_of = [&](int t) {
+    const auto s = rows_cols_view(mma_qk.get_thread_slice(t).partition_C(
+        make_identity_tensor(Shape<Int<kBlockM>, Int<kBlockN>>{})));
+    std::vector<int> offsets;
+    const int first = get<1>(s(0, 0));
+    for (int c = 0; c < size<1>(s); ++c) {
+      const int key = get<1>(s(0, c));
+      EXPECT_EQ(key / kSparseGranule, (key - first) / kSparseGranule) << "thread " << t;
+      offsets.push_back(key - first);
+    }
+    return offsets;
+  };
+  const std::vector<int> offsets = offsets_of(0);
+  for (int t = 1; t < Traits::kMmaThreads; ++t) ASSERT_EQ(offsets_of(t), offsets) << "thread " << t;
+}
+
 template <class Traits>
 void check_instance() {
   check_p_feeds_pv<Traits>();
   check_rows<Traits>();
+  check_mask_columns<Traits>();
 }
 
 TEST(PrefillFragments, PFeedsPvAndRowsLineUp) {

@@ -132,6 +132,9 @@ __device__ __forceinline__ void zero_invalid_v_rows(TensorVt& sVt, int stage, in
                                                     int thread_idx) {
   using Element = typename Traits::Element;
   constexpr int kDimV = Traits::kDimV;
+  // Rolled: unrolled, the compiler hoists each copy's swizzled column address out of the main
+  // loop, registers that Dqk 256 does not have, for a path that runs once per CTA at most.
+#pragma unroll 1
   for (int idx = thread_idx; idx < (Traits::kBlockN - first_row) * kDimV;
        idx += Traits::kMmaThreads) {
     sVt(idx % kDimV, first_row + idx / kDimV, stage) = Element(0.0f);
@@ -209,7 +212,7 @@ __device__ __forceinline__ void compute_tiles(const PrefillParams& p, const CtaW
   mask_and_softmax(step, rescale);
   round_pairs<Element>(acc_s, p_frag);
 
-  for (int64_t k = w.tile_count - 2; k >= 0; --k) {
+  for (int k = int(w.tile_count) - 2; k >= 0; --k) {
     const RingState ring_v = ring;  // V of step k + 1
     const int64_t tile_v = step.tile;
     ring.advance<kStages>();  // K of step k

@@ -90,7 +90,10 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     if (w.tile_count > 0) compute_tiles<Traits>(p, w, st, thread_idx, acc_o, softmax);
     RowResult rows[kRows];
     softmax.finish(p.scale, rows);
-    store_tile<kBlockM, Traits::kDimV, TiledMmaPV>(p, w, acc_o, rows, thread_idx);
+    // The work item read again (56 bytes from L2) rather than held across the main loop, where
+    // its fields cost the Dqk 256 kernel registers it does not have.
+    store_tile<kBlockM, Traits::kDimV, TiledMmaPV>(p, cta_work<kBlockM>(p), acc_o, rows,
+                                                   thread_idx);
   }
 }
 

@@ -83,9 +83,14 @@ __device__ __forceinline__ KeyStep key_step(const CtaWork& w, int64_t k) {
 // True when some row of the tile does not see every key of the step's key tile: the mask must run.
 template <int kBlockM, int kBlockN>
 __device__ __forceinline__ bool tile_needs_mask(const CtaWork& w, const KeyStep& step) {
-  const int64_t key_first = step.tile * kBlockN;
-  const int64_t key_last = key_first + kBlockN - 1;
-  return key_last > w.vis.hi(w.row_first) || key_first < w.vis.lo(w.row_last) ||
+  // In 32 bits, like mask_scores (the API bounds Sk by 2^31 - 1, so a key tile starts at a
+  // multiple of 16, at most 2^31 - 16): the two bounds the compiler holds across the main loop take
+  // two registers, not four. Cutting the first row's last key to [-1, last] and the last row's
+  // first key to [0, last + 1] changes no answer.
+  const int key_first = int(step.tile) * kBlockN;
+  const int first_row_hi = int(core::max64(w.vis.hi(w.row_first), -1));
+  const int last_row_lo = int(core::min64(w.vis.lo(w.row_last), w.vis.last + 1));
+  return key_first > first_row_hi - (kBlockN - 1) || key_first < last_row_lo ||
          step.present != SparseMasks<kBlockM, kBlockN>::kAll;
 }
 
