@@ -47,13 +47,19 @@ MXATTN_HD constexpr int64_t split_iters(int64_t n, int64_t split_kv) {
   return n == 0 ? 0 : ceil_div(n, split_kv);
 }
 
-// Split s covers list positions [s * iters, min(n, (s + 1) * iters)) of the tile's run.
-MXATTN_HD constexpr TileRun split_tiles(TileRun run, int64_t split_kv, int64_t s) {
-  const int64_t iters = split_iters(run.count, split_kv);
+// Splits [s, s + splits) of a run cut into `iters` tiles per split (split_iters): list positions
+// [s * iters, min(n, (s + splits) * iters)), empty at the run's end when none is left.
+MXATTN_HD constexpr TileRun consecutive_split_tiles(TileRun run, int64_t iters, int64_t s,
+                                                    int64_t splits) {
   const int64_t first = s * iters;
-  const int64_t last = min64(run.count, (s + 1) * iters);
+  const int64_t last = min64(run.count, (s + splits) * iters);
   if (first >= last) return {run.begin + run.count, 0};
   return {run.begin + first, last - first};
+}
+
+// Split s covers list positions [s * iters, min(n, (s + 1) * iters)) of the tile's run.
+MXATTN_HD constexpr TileRun split_tiles(TileRun run, int64_t split_kv, int64_t s) {
+  return consecutive_split_tiles(run, split_iters(run.count, split_kv), s, 1);
 }
 
 // Exact count: the number of splits holding any tile (0 when n = 0).

@@ -105,14 +105,15 @@ __device__ __forceinline__ SplitRange split_range(const DecodeParams& p, const W
   // At least 0: a short last query tile packs fewer rows than the row blocks of the grid hold.
   s.block_rows =
       int(core::max64(0, core::min64(kRowsPerBlock, s.tile_rows * p.group - s.packed_first)));
+  // One 64-bit division: the CTA's splits' tiles as one run, and a split's length.
   const core::TileRun run{work.run_begin, work.run_count};
-  const core::TileRun first = core::split_tiles(run, work.splits, work.split);
-  const core::TileRun last = core::split_tiles(run, work.splits, work.split + work.chain - 1);
+  const int64_t iters = core::split_iters(run.count, work.splits);
+  const core::TileRun tiles = core::consecutive_split_tiles(run, iters, work.split, work.chain);
   const int64_t row_last = s.row_first + s.tile_rows - 1;
-  s.key_begin = first.begin * p.tile_n;
-  s.split_keys = core::split_iters(run.count, work.splits) * p.tile_n;
+  s.key_begin = tiles.begin * p.tile_n;
+  s.split_keys = iters * p.tile_n;
   s.load_lo = core::max64(s.key_begin, vis.lo(s.row_first));
-  s.load_hi = core::min64((last.begin + last.count) * p.tile_n - 1, vis.hi(row_last));
+  s.load_hi = core::min64((tiles.begin + tiles.count) * p.tile_n - 1, vis.hi(row_last));
   s.full_lo = core::max64(s.load_lo, vis.lo(row_last));
   s.full_hi = core::min64(s.load_hi, vis.hi(s.row_first));
   return s;

@@ -162,6 +162,29 @@ TEST(SplitPartition, CoversEveryTileOnceInOrder) {
   }
 }
 
+// The tiles of consecutive splits taken together (a decode CTA's chain) are the union of each
+// split's tiles, and empty at the run's end exactly when every one of them is empty.
+TEST(SplitPartition, ConsecutiveSplitsAreTheUnionOfTheirTiles) {
+  for (int64_t n = 0; n <= 40; ++n) {
+    for (int64_t split_kv = 1; split_kv <= 12; ++split_kv) {
+      const TileRun run{5, n};
+      const int64_t iters = split_iters(n, split_kv);
+      for (int64_t s = 0; s < split_kv; ++s) {
+        for (int64_t k = 1; s + k <= split_kv; ++k) {
+          SCOPED_TRACE(testing::Message() << "n " << n << " split_kv " << split_kv << " splits ["
+                                          << s << ", " << s + k << ")");
+          const TileRun group = consecutive_split_tiles(run, iters, s, k);
+          const TileRun first = split_tiles(run, split_kv, s);
+          int64_t count = 0;
+          for (int64_t j = s; j < s + k; ++j) count += split_tiles(run, split_kv, j).count;
+          EXPECT_EQ(group.count, count);
+          EXPECT_EQ(group.begin, first.begin);
+        }
+      }
+    }
+  }
+}
+
 TEST(SplitPartition, AutoSplitDependsOnTheTileAlone) {
   EXPECT_EQ(auto_split_kv(0, 8, 64), 1);
   EXPECT_EQ(auto_split_kv(8, 8, 64), 1);
