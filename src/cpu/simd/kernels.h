@@ -357,6 +357,7 @@ constexpr FastKernels make_kernels(SimdIsa isa) {
   k.softmax_step = softmax_step<Ops>;
   k.accumulate_values = accumulate_values<Ops>;
   k.scores_from_rows = nullptr;
+  k.scores_bf16_from_rows = nullptr;
   k.softmax_by_rows = nullptr;
   k.accumulate_from_rows = nullptr;
   k.pack_bf16_keys = nullptr;
