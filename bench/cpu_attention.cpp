@@ -2,7 +2,7 @@
 // FMA loop runs at) for prefill, and the bandwidth of a streaming read for decode. Prints a table
 // and, with --json FILE, writes the same numbers as JSON.
 //
-//   mxattn_bench_cpu [--threads N] [--reps N] [--isa portable|avx2|avx512|avx512_vbmi|avx512_amx]
+//   mxattn_bench_cpu [--threads N] [--reps N] [--isa portable|avx2|avx512|avx512_vbmi|avx512_bf16|avx512_amx]
 //                    [--case TEXT] [--json FILE]
 // --case runs only the cases whose name contains TEXT.
 #include <omp.h>
@@ -17,7 +17,9 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <random>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -314,6 +316,7 @@ int main(int argc, char** argv) {
   int64_t decode_keys = 32768;
   bool hot = false;
   std::string json_path, only;
+  std::vector<DType> decode_kv = {DType::bf16, DType::e4m3};
   mxattn::cpu::SimdIsa isa = mxattn::cpu::supported_isas().back();
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
@@ -326,6 +329,17 @@ int main(int argc, char** argv) {
       only = argv[++i];
     } else if (arg == "--decode-keys" && has_value) {
       decode_keys = std::max<int64_t>(1, std::atoll(argv[++i]));
+    } else if (arg == "--kv" && has_value) {
+      decode_kv.clear();
+      std::stringstream list(argv[++i]);
+      for (std::string name; std::getline(list, name, ',');) {
+        const std::optional<DType> t = mxattn::parse_dtype(name);
+        if (!t || !(*t == DType::bf16 || mxattn::is_mx(*t))) {
+          std::cerr << "--kv " << name << ": not bf16 or an MX type\n";
+          return 2;
+        }
+        decode_kv.push_back(*t);
+      }
     } else if (arg == "--hot") {
       hot = true;
     } else if (arg == "--json" && has_value) {
@@ -342,9 +356,10 @@ int main(int argc, char** argv) {
       }
     } else {
       std::cerr << "usage: " << argv[0]
-                << " [--threads N] [--reps N] [--isa portable|avx2|avx512|avx512_vbmi|avx512_amx] "
+                << " [--threads N] [--reps N] [--isa portable|avx2|avx512|avx512_vbmi|avx512_bf16|avx512_amx] "
                    "[--case TEXT]"
-                   " [--decode-keys N] [--hot] [--json FILE]\n"
+                   " [--decode-keys N] [--kv bf16,e4m3,...] [--hot] [--json FILE]\n"
+                   "  --kv: the K/V types of the decode cases (default bf16,e4m3)\n"
                    "  --hot: decode reads one KV cache every call (from the caches, not memory),\n"
                    "         which times the kernels' arithmetic rather than the memory\n";
       return 2;
@@ -377,9 +392,9 @@ int main(int argc, char** argv) {
       cases.push_back(c);
     }
   }
-  for (DType t : {DType::bf16, DType::e4m3}) {
+  for (DType t : decode_kv) {
     Case c;
-    c.name = std::string("decode ") + (t == DType::e4m3 ? "mxfp8-e4m3" : "bf16") + " kv";
+    c.name = "decode " + (t == DType::e4m3 ? std::string("mxfp8-e4m3") : dtype_name(t)) + " kv";
     c.kind = "decode";
     c.seq_q = 1;
     c.seq_k = decode_keys;
@@ -398,7 +413,8 @@ int main(int argc, char** argv) {
     if (c.name.find(only) == std::string::npos) continue;
     const Result r = run_case(c, isa, threads, reps, ce, hot);
     results.push_back(r);
-    if (c.kind == "decode") (c.kv_type == DType::bf16 ? bf16_decode_ms : fp8_decode_ms) = r.best_ms;
+    if (c.kind == "decode" && c.kv_type == DType::bf16) bf16_decode_ms = r.best_ms;
+    if (c.kind == "decode" && c.kv_type == DType::e4m3) fp8_decode_ms = r.best_ms;
     std::printf("%-24s %6lld %6lld %6lld %5lld %4lld %9.2f %9.2f %9.1f %9.2f %9.1f%% %s\n",
                 c.name.c_str(), static_cast<long long>(c.batch), static_cast<long long>(c.seq_q),
                 static_cast<long long>(c.seq_k), static_cast<long long>(c.heads_q),

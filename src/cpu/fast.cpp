@@ -35,6 +35,8 @@ constexpr int64_t kGroupScratchFloats = int64_t(1) << 18;
 // The kernels that read K and V rows directly work on whole blocks of 32 elements, and the AMX
 // kernels on 64-byte tile rows of 32 bf16; the AMX kernels' weight scratch holds 32 rows.
 constexpr int64_t kDirectBlock = 32;
+// The bf16 dot products of scores_bf16_from_rows read keys 128 elements at a time.
+constexpr int64_t kDotChunk = 128;
 constexpr int64_t kTileBf16 = 32;
 constexpr int64_t kAmxBlockRows = 32;
 // The AMX kernels take consecutive key tiles whose keys follow on from each other as one step of
@@ -344,8 +346,9 @@ class RowGather {
 // What the per-thread scratch holds, for the largest tile group of the plan.
 struct ScratchShape {
   int64_t heads = 1, rows_padded = 0, tile_n = 0, dim_qk_padded = 0, dim_v_padded = 0;
-  bool row_tiles = true;    // f32 K and V tiles (not when the kernels read the rows directly)
-  bool bf16_tiles = false;  // the AMX kernels' operands and scratch
+  bool row_tiles = true;      // f32 K and V tiles (not when the kernels read the rows directly)
+  bool bf16_tiles = false;    // the AMX kernels' operands and scratch
+  bool bf16_queries = false;  // bf16 queries (the AMX kernels, scores_bf16_from_rows)
   int64_t keys_padded() const { return round_up(tile_n, kTileBf16); }  // tile_n: keys per step
 };
 
@@ -367,7 +370,7 @@ class Scratch {
         q_(zeroed_floats(s.heads * s.rows_padded * s.dim_qk_padded)),
         out_(zeroed_floats(s.heads * s.rows_padded * s.dim_v_padded)),
         row_state_(zeroed_floats(s.heads * s.rows_padded * kRowArrays)),
-        bf16_q_(zeroed<uint16_t>(s.bf16_tiles ? s.heads * s.rows_padded * s.dim_qk_padded : 0)),
+        bf16_q_(zeroed<uint16_t>(s.bf16_queries ? s.heads * s.rows_padded * s.dim_qk_padded : 0)),
         packed_keys(zeroed<uint32_t>(s.bf16_tiles ? s.dim_qk_padded / 2 * s.keys_padded() : 0)),
         packed_values(zeroed<uint32_t>(s.bf16_tiles ? s.keys_padded() / 2 * s.dim_v_padded : 0)),
         block_scores(zeroed_floats(s.bf16_tiles ? kAmxBlockRows * s.keys_padded() : 0)),
@@ -394,7 +397,8 @@ class Scratch {
             state + 3 * rows};
   }
 
-  // Head k's queries as bf16, for the AMX kernels: rows_padded rows of dim_qk_padded.
+  // Head k's queries as bf16, for the AMX kernels and scores_bf16_from_rows: rows_padded rows
+  // of dim_qk_padded.
   uint16_t* bf16_queries(int64_t k) {
     return bf16_q_.get() + k * shape_.rows_padded * shape_.dim_qk_padded;
   }
@@ -433,11 +437,14 @@ class FastEngine {
         values_(p, true),
         few_rows_(few_rows_per_head(p, split)),
         direct_(few_rows_ && kernels_.scores_from_rows && keys_.direct() && values_.direct()),
+        bf16_scores_(direct_ && kernels_.scores_bf16_from_rows && p.args.q.dtype == DType::bf16 &&
+                     keys_.format().elem_stride == 1),
         amx_(amx_tiles(kernels_, p, split)),
         rows_padded_(round_up(plan_.max_rows, kPad)),
-        dim_qk_padded_(round_up(p.dim_qk, direct_ ? kDirectBlock
-                                          : amx_  ? kTileBf16
-                                                  : kPad)),
+        dim_qk_padded_(round_up(p.dim_qk, bf16_scores_ ? kDotChunk
+                                          : direct_    ? kDirectBlock
+                                          : amx_       ? kTileBf16
+                                                       : kPad)),
         dim_v_padded_(round_up(p.dim_v, direct_ ? kDirectBlock
                                         : amx_  ? kTileBf16
                                                 : kPad)) {}
@@ -479,6 +486,7 @@ class FastEngine {
     s.dim_v_padded = dim_v_padded_;
     s.row_tiles = !direct_ && !amx_;
     s.bf16_tiles = amx_;
+    s.bf16_queries = amx_ || bf16_scores_;
     return s;
   }
 
@@ -554,18 +562,21 @@ class FastEngine {
 
   // Q rows of the tile, times scale * log2(e): row-major for the few-row kernels (in even/odd
   // order for those that read K rows directly), else transposed. The AMX kernels take them bf16
-  // row-major, negated where the scale is negative (exact), and scale the scores by |scale|.
+  // row-major, negated where the scale is negative (exact), and scale the scores by |scale|;
+  // scores_bf16_from_rows bf16 as given, in its order, and scales the scores by scale * log2(e).
   void pack_queries(const PackedTile& t, float* q, uint16_t* q_bf16, Scratch& sc) const {
-    if (amx_) {
+    if (amx_ || bf16_scores_) {
       std::fill(q_bf16, q_bf16 + rows_padded_ * dim_qk_padded_, uint16_t(0));
-      const uint16_t sign = p_.scale < 0 ? uint16_t(0x8000) : uint16_t(0);
+      const uint16_t sign = amx_ && p_.scale < 0 ? uint16_t(0x8000) : uint16_t(0);
+      const RowElem key_elem = keys_.format().elem;
       const TensorView& view = p_.args.q;
       const uint16_t* data = static_cast<const uint16_t*>(view.data);
       for (int64_t r = 0; r < t.rows(); ++r) {
         const RowAt at = row_at(t, r);
         const uint16_t* row = data + core::offset_of(view, t.q.b, at.i, at.h, 0);
         for (int64_t d = 0; d < p_.dim_qk; ++d) {
-          q_bf16[r * dim_qk_padded_ + d] = row[d * view.stride[3]] ^ sign;
+          const int64_t at_d = amx_ ? d : bf16_dot_position(key_elem, d);
+          q_bf16[r * dim_qk_padded_ + at_d] = row[d * view.stride[3]] ^ sign;
         }
       }
       return;
@@ -627,8 +638,13 @@ class FastEngine {
                                sc.next_key_sources.data() + k * next_keys, next_keys};
       const RowStream value_rows{sc.value_sources.data() + k, keys, heads,
                                  sc.next_value_sources.data() + k * next_keys, next_keys};
-      kernels_.scores_from_rows(keys_.format(), key_rows, h.q, dim_qk_padded_, rows,
-                                sc.scores.get(), ld);
+      if (bf16_scores_) {
+        kernels_.scores_bf16_from_rows(keys_.format(), key_rows, sc.bf16_queries(k), dim_qk_padded_,
+                                       rows, p_.scale * kLog2e, sc.scores.get(), ld);
+      } else {
+        kernels_.scores_from_rows(keys_.format(), key_rows, h.q, dim_qk_padded_, rows,
+                                  sc.scores.get(), ld);
+      }
       kernels_.softmax_by_rows(sc.scores.get(), ld, rows, keys,
                                all_visible ? nullptr : sc.first.get(), sc.last.get(), h.row_max,
                                h.row_sum, h.rescale);
@@ -843,6 +859,8 @@ class FastEngine {
   bool few_rows_;  // scores_by_dim_lanes, with Q packed row-major
   // The few-row kernels that read K and V rows directly, where the set has them and takes both.
   bool direct_;
+  // Scores as bf16 dot products of the queries as given, where the set has them and Q is bf16.
+  bool bf16_scores_;
   // The many-row kernels of the AMX tile unit, where the set has them and Q, K, V are bf16.
   bool amx_;
   int64_t rows_padded_, dim_qk_padded_, dim_v_padded_;

@@ -20,8 +20,14 @@ bool cpu_has_f16c() {
   return __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C) != 0;
 }
 
-// The tile unit with bf16 products (CPUID leaf 7: AMX-TILE and AMX-BF16 in EDX, AVX512-BF16 in
-// subleaf 1 EAX for the weight conversions), its state enabled by the OS in XCR0 (XTILECFG and
+// AVX512-BF16: CPUID leaf 7 subleaf 1, EAX bit 5.
+bool cpu_has_avx512_bf16() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  return __get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx) && (eax & (1u << 5)) != 0;
+}
+
+// The tile unit with bf16 products (CPUID leaf 7: AMX-TILE and AMX-BF16 in EDX; the caller checks
+// AVX512-BF16, for the weight conversions), its state enabled by the OS in XCR0 (XTILECFG and
 // XTILEDATA), and, on Linux, this process's permission to use it: Linux 5.16 and later hand the
 // 8 KiB of tile state only to processes that ask (arch_prctl ARCH_REQ_XCOMP_PERM), and fault any
 // tile instruction before that.
@@ -30,7 +36,6 @@ bool cpu_has_amx_bf16() {
   if (!__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx)) return false;
   constexpr unsigned kAmxBf16 = 1u << 22, kAmxTile = 1u << 24;
   if ((edx & kAmxBf16) == 0 || (edx & kAmxTile) == 0) return false;
-  if (!__get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx) || (eax & (1u << 5)) == 0) return false;
   if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx) || (ecx & bit_OSXSAVE) == 0) return false;
   unsigned xcr0_low = 0, xcr0_high = 0;
   __asm__("xgetbv" : "=a"(xcr0_low), "=d"(xcr0_high) : "c"(0));
@@ -58,9 +63,12 @@ std::vector<SimdIsa> supported_isas() {
       isas.push_back(SimdIsa::avx512);
       if (__builtin_cpu_supports("avx512vbmi")) {
         isas.push_back(SimdIsa::avx512_vbmi);
-        // Asked once: the permission is the process's, and the answer does not change.
-        static const bool amx = cpu_has_amx_bf16();
-        if (amx) isas.push_back(SimdIsa::avx512_amx);
+        if (cpu_has_avx512_bf16()) {
+          isas.push_back(SimdIsa::avx512_bf16);
+          // Asked once: the permission is the process's, and the answer does not change.
+          static const bool amx = cpu_has_amx_bf16();
+          if (amx) isas.push_back(SimdIsa::avx512_amx);
+        }
       }
     }
   }
@@ -74,6 +82,8 @@ std::string_view isa_name(SimdIsa isa) {
       return "avx512_amx";
     case SimdIsa::avx512_vbmi:
       return "avx512_vbmi";
+    case SimdIsa::avx512_bf16:
+      return "avx512_bf16";
     case SimdIsa::avx512:
       return "avx512";
     case SimdIsa::avx2:
@@ -90,6 +100,8 @@ const FastKernels& fast_kernels(SimdIsa isa) {
       return fast_kernels_avx512_amx();
     case SimdIsa::avx512_vbmi:
       return fast_kernels_avx512_vbmi();
+    case SimdIsa::avx512_bf16:
+      return fast_kernels_avx512_bf16();
     case SimdIsa::avx512:
       return fast_kernels_avx512();
     case SimdIsa::avx2:

@@ -11,9 +11,11 @@
 namespace mxattn::cpu {
 
 // avx512_vbmi: AVX-512 with the VBMI byte permutes (Ice Lake and later, Zen 4), which add the
-// few-row kernels that read bf16 and FP8 rows directly. avx512_amx: those plus the AMX tile unit
-// (Sapphire Rapids and later), which adds the many-row kernels for bf16 Q, K and V.
-enum class SimdIsa : uint8_t { portable, avx2, avx512, avx512_vbmi, avx512_amx };
+// few-row kernels that read bf16 and FP8 rows directly. avx512_bf16: those plus the AVX512-BF16
+// dot products (Zen 4, Sapphire Rapids and later), which add the few-row scores of bf16 queries.
+// avx512_amx: those plus the AMX tile unit (Sapphire Rapids and later), which adds the many-row
+// kernels for bf16 Q, K and V.
+enum class SimdIsa : uint8_t { portable, avx2, avx512, avx512_vbmi, avx512_bf16, avx512_amx };
 
 // How the elements of a K or V row are stored.
 enum class RowElem : uint8_t {
@@ -138,6 +140,15 @@ struct FastKernels {
   void (*scores_from_rows)(const RowFormat& format, const RowStream& keys, const float* q,
                            int64_t q_stride, int64_t query_rows, float* s, int64_t ld);
 
+  // Like scores_from_rows for bf16 query rows, as given (not multiplied by the score scale):
+  // s[r * ld + k] = factor * dot(keys[k], q[r]), with q [query_rows][q_stride] bf16 in the
+  // order bf16_dot_position (fast_rows.h) gives (64-byte aligned, q_stride a multiple of 128,
+  // zero past the row's width; rows past query_rows up to a multiple of 4 zero as well). Takes
+  // contiguous bf16 rows and E4M3 and E5M2 rows; null in the sets without AVX512-BF16.
+  void (*scores_bf16_from_rows)(const RowFormat& format, const RowStream& keys, const uint16_t* q,
+                                int64_t q_stride, int64_t query_rows, float factor, float* s,
+                                int64_t ld);
+
   // Like softmax_step, for rows r < query_rows of s by rows.
   void (*softmax_by_rows)(float* s, int64_t ld, int64_t query_rows, int64_t key_count,
                           const float* first, const float* last, float* row_max, float* row_sum,
@@ -173,6 +184,7 @@ const FastKernels& fast_kernels_portable();
 const FastKernels& fast_kernels_avx2();
 const FastKernels& fast_kernels_avx512();
 const FastKernels& fast_kernels_avx512_vbmi();
+const FastKernels& fast_kernels_avx512_bf16();
 const FastKernels& fast_kernels_avx512_amx();
 
 // FP6 and FP4 rows for every kernel set's convert_rows: unpacked code by code with the shared

@@ -25,6 +25,13 @@ RowElem row_elem(DType t) {
   }
 }
 
+int64_t bf16_dot_position(RowElem elem, int64_t d) {
+  if (elem == RowElem::bf16) return d;
+  const int64_t chunk = d / 128 * 128, in_chunk = d % 128;
+  const int64_t block = in_chunk / 32, group = in_chunk % 32 / 8;
+  return chunk + 32 * group + 8 * block + in_chunk % 8;
+}
+
 RowTables::RowTables(DType t) : elem_(row_elem(t)), scale_values_(256) {
   for (int e = 0; e < 256; ++e) scale_values_[size_t(e)] = mx::decode_scale(uint8_t(e));
   if (elem_ == RowElem::fp6 || elem_ == RowElem::fp4) {

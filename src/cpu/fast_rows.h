@@ -13,6 +13,12 @@ namespace mxattn::cpu {
 // The RowElem of K or V rows stored as `t`.
 RowElem row_elem(DType t);
 
+// Where element d of a query row goes in the bf16 rows of FastKernels::scores_bf16_from_rows,
+// for keys of `elem`: the element itself for bf16 keys; for FP8 keys, within each 128 elements
+// (four MX blocks), element 32 q + 8 t + i at 32 t + 8 q + i, so that every 32-bit lane of the
+// kernel's vectors holds elements of one block.
+int64_t bf16_dot_position(RowElem elem, int64_t d);
+
 class RowTables {
  public:
   explicit RowTables(DType t);

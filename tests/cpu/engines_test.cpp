@@ -62,6 +62,33 @@ TEST(FastEngine, MatchesReferenceOnBf16Problems) {
   }
 }
 
+// Decode (one query row) with bf16 queries and K and V as bf16, E4M3 or E5M2, with head dims past
+// the 32 and 64 of the random problems: the scores of the sets with bf16 dot products read keys
+// 128 elements at a time, whole and in parts.
+TEST(FastEngine, MatchesReferenceOnBf16QueryDecode) {
+  constexpr DType kKvTypes[] = {DType::bf16, DType::e4m3, DType::e5m2};
+  constexpr int64_t kDims[] = {96, 128, 160, 256};
+  SpecRange range;
+  range.sparse = false;
+  range.max_seq_k = 300;
+  for (uint64_t seed = 1; seed <= 48; ++seed) {
+    Spec spec = random_spec(seed, range);
+    spec.seq_q = 1;
+    spec.q_type = DType::bf16;
+    spec.k_type = kKvTypes[seed % 3];
+    spec.v_type = kKvTypes[seed / 3 % 3];
+    spec.v_axis = VScaleAxis::head_dim;
+    spec.dim_qk = kDims[seed % 4];
+    spec.dim_v = kDims[seed / 4 % 4];
+    if (seed % 5 == 0) spec.scale = -spec.scale.value_or(0.2f);
+    SCOPED_TRACE(spec.describe());
+    TestProblem p(spec);
+    ASSERT_TRUE(p.run(Engine::cpu_reference).is_ok());
+    const Outputs want = p.outputs();
+    ASSERT_NO_FATAL_FAILURE(expect_every_kernel_set_matches(p, want));
+  }
+}
+
 // Engine::cpu_fast through the public API is the best kernel set of this CPU, bit for bit.
 TEST(FastEngineApi, RunsTheBestKernelSet) {
   const cpu::SimdIsa best = cpu::supported_isas().back();

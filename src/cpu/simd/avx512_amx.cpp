@@ -1,8 +1,9 @@
 // The AMX kernel set (built with the AVX-512 VBMI flags plus -mavx512bf16 -mamx-tile -mamx-bf16):
-// the AVX-512 VBMI kernels plus the many-row kernels of the tile unit for bf16 Q, K and V.
+// the AVX-512 BF16 kernels plus the many-row kernels of the tile unit for bf16 Q, K and V.
 #include "cpu/simd/amx_bf16.h"
 #include "cpu/simd/kernels.h"
 #include "cpu/simd/ops_avx512.h"
+#include "cpu/simd/rows_avx512_bf16.h"
 #include "cpu/simd/rows_avx512_vbmi.h"
 
 namespace mxattn::cpu {
@@ -12,6 +13,7 @@ namespace {
 constexpr FastKernels make_avx512_amx_kernels() {
   FastKernels k = simd::make_kernels<simd::Avx512>(SimdIsa::avx512_amx);
   k.scores_from_rows = simd::scores_from_rows;
+  k.scores_bf16_from_rows = simd::scores_bf16_from_rows;
   k.softmax_by_rows = simd::softmax_by_rows;
   k.accumulate_from_rows = simd::accumulate_from_rows;
   k.pack_bf16_keys = simd::pack_bf16_keys;

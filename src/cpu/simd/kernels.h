@@ -80,6 +80,32 @@ void convert_fp8_rows(const RowFormat& f, const RowSource* rows, int64_t count, 
   }
 }
 
+// FP6 and FP4 rows with MX blocks along the row, in the sets whose Ops decode a block of 32 codes
+// at a time (fp4_block32, fp6_block32): the code values from a vector table, times the block
+// scale.
+template <class Ops>
+void convert_packed_blocks(const RowFormat& f, const RowSource* rows, int64_t count, float* dst,
+                           int64_t dst_stride) {
+  using F = typename Ops::F;
+  const bool fp6 = f.elem == RowElem::fp6;
+  const int64_t width = f.width, step = f.scale_step, block_bytes = fp6 ? 24 : 16;
+  const float* scale_values = f.scale_values;
+  // FP6: the values of codes 0..31 (FP4 has only 16).
+  const F low = Ops::load(f.code_values), high = fp6 ? Ops::load(f.code_values + 16) : low;
+  for (int64_t r = 0; r < count; ++r, dst += dst_stride) {
+    const uint8_t* codes = rows[r].data;
+    const uint8_t* scales = rows[r].scales;
+    for (int64_t d = 0; d < width; d += 32, codes += block_bytes, scales += step) {
+      const F factor = Ops::set1(scale_values[*scales]);
+      if (fp6) {
+        Ops::fp6_block32(codes, low, high, factor, dst + d);
+      } else {
+        Ops::fp4_block32(codes, low, factor, dst + d);
+      }
+    }
+  }
+}
+
 template <class Ops>
 void convert_rows(const RowFormat& f, const RowSource* rows, int64_t count, float* dst,
                   int64_t dst_stride) {
@@ -93,6 +119,12 @@ void convert_rows(const RowFormat& f, const RowSource* rows, int64_t count, floa
       return;
     case RowElem::fp6:
     case RowElem::fp4:
+      if constexpr (requires { &Ops::fp6_block32; }) {
+        if (f.scale_span == 32) {
+          convert_packed_blocks<Ops>(f, rows, count, dst, dst_stride);
+          return;
+        }
+      }
       convert_packed_rows(f, rows, count, dst, dst_stride);
       return;
     default:
@@ -357,6 +389,7 @@ constexpr FastKernels make_kernels(SimdIsa isa) {
   k.softmax_step = softmax_step<Ops>;
   k.accumulate_values = accumulate_values<Ops>;
   k.scores_from_rows = nullptr;
+  k.scores_bf16_from_rows = nullptr;
   k.softmax_by_rows = nullptr;
   k.accumulate_from_rows = nullptr;
   k.pack_bf16_keys = nullptr;

@@ -125,6 +125,48 @@ struct Avx512 {
     _mm512_storeu_ps(dst + 16,
                      _mm512_mul_ps(_mm512_cvtph_ps(_mm512_extracti64x4_epi64(h, 1)), factor));
   }
+
+  // 32 FP4 codes (16 bytes, code 2 i in the low nibble of byte i) times `factor`, into dst:
+  // `table` holds the values of the 16 codes.
+  static void fp4_block32(const uint8_t* p, F table, F factor, float* dst) {
+    const __m512i bytes =
+        _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    const F low = _mm512_permutexvar_ps(_mm512_and_si512(bytes, _mm512_set1_epi32(0xf)), table);
+    const F high = _mm512_permutexvar_ps(_mm512_srli_epi32(bytes, 4), table);
+    const __m512i first = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+    const __m512i second =
+        _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+    _mm512_storeu_ps(dst, _mm512_mul_ps(_mm512_permutex2var_ps(low, first, high), factor));
+    _mm512_storeu_ps(dst + 16, _mm512_mul_ps(_mm512_permutex2var_ps(low, second, high), factor));
+  }
+
+  // 32 FP6 codes (24 bytes, four codes in each 24-bit little-endian word) times `factor`, into
+  // dst: `low` and `high` hold the values of codes 0..31 (sign bit 5 clear); the sign is the
+  // code's bit 5.
+  static void fp6_block32(const uint8_t* p, F low, F high, F factor, float* dst) {
+    // 128-bit lane L of a half: the 24-bit word of its codes 4 L..4 L + 3 in every 32-bit lane,
+    // shifted down by 6 times the code's place in the word.
+    const __m512i word_bytes =
+        _mm512_setr_epi32(0x80020100, 0x80020100, 0x80020100, 0x80020100, 0x80050403, 0x80050403,
+                          0x80050403, 0x80050403, 0x80080706, 0x80080706, 0x80080706, 0x80080706,
+                          0x800b0a09, 0x800b0a09, 0x800b0a09, 0x800b0a09);
+    const __m512i shifts =
+        _mm512_setr_epi32(0, 6, 12, 18, 0, 6, 12, 18, 0, 6, 12, 18, 0, 6, 12, 18);
+    for (int half = 0; half < 2; ++half) {
+      // Bytes 12 half .. 12 half + 11 (the 16 codes of this half), in every 128-bit lane.
+      const __m512i bytes =
+          _mm512_broadcast_i32x4(_mm_maskz_loadu_epi8(__mmask16(0x0fff), p + 12 * half));
+      const __m512i codes =
+          _mm512_and_si512(_mm512_srlv_epi32(_mm512_shuffle_epi8(bytes, word_bytes), shifts),
+                           _mm512_set1_epi32(0x3f));
+      const F magnitude = _mm512_permutex2var_ps(low, codes, high);  // index bits 0..4
+      // magnitude | (codes << 26 & sign bit)
+      const F value = _mm512_castsi512_ps(
+          _mm512_ternarylogic_epi32(_mm512_castps_si512(magnitude), _mm512_slli_epi32(codes, 26),
+                                    _mm512_set1_epi32(int32_t(0x80000000u)), 0xf8));
+      _mm512_storeu_ps(dst + 16 * half, _mm512_mul_ps(value, factor));
+    }
+  }
 };
 
 }  // namespace

@@ -6,8 +6,9 @@
 // the even elements, then the odd ones. Every row is read in that order, block of 32 by block of
 // 32 (the queries and the output columns are permuted the same way), which costs nothing. FP8
 // codes become bf16 first (every E4M3 and E5M2 value is exact in bf16) through two 128-entry byte
-// tables (VBMI permutes). The arithmetic is f32 FMA: on Sapphire Rapids a 512-bit bf16 dot
-// product (vdpbf16ps, one every two cycles) does half the multiply-adds per cycle of f32 FMA.
+// tables (VBMI permutes). The arithmetic is f32 FMA, which takes f32 queries and weights; the
+// avx512_bf16 set computes the scores of bf16 queries as bf16 dot products instead
+// (rows_avx512_bf16.h).
 #pragma once
 
 #include <immintrin.h>
