@@ -2,8 +2,9 @@
 // FMA loop runs at) for prefill, and the bandwidth of a streaming read for decode. Prints a table
 // and, with --json FILE, writes the same numbers as JSON.
 //
-//   mxattn_bench_cpu [--threads N] [--reps N] [--isa portable|avx2|avx512|avx512_vbmi|avx512_bf16|avx512_amx]
-//                    [--case TEXT] [--json FILE]
+//   mxattn_bench_cpu [--threads N] [--reps N]
+//                    [--isa portable|avx2|avx512|avx512_vbmi|avx512_bf16|avx512_amx]
+//                    [--case TEXT] [--decode-keys N] [--kv bf16,e4m3,...] [--hot] [--json FILE]
 // --case runs only the cases whose name contains TEXT.
 #include <omp.h>
 
@@ -356,7 +357,8 @@ int main(int argc, char** argv) {
       }
     } else {
       std::cerr << "usage: " << argv[0]
-                << " [--threads N] [--reps N] [--isa portable|avx2|avx512|avx512_vbmi|avx512_bf16|avx512_amx] "
+                << " [--threads N] [--reps N] [--isa "
+                   "portable|avx2|avx512|avx512_vbmi|avx512_bf16|avx512_amx] "
                    "[--case TEXT]"
                    " [--decode-keys N] [--kv bf16,e4m3,...] [--hot] [--json FILE]\n"
                    "  --kv: the K/V types of the decode cases (default bf16,e4m3)\n"

@@ -300,9 +300,9 @@ int main(int argc, char** argv) {
                  "\"combine_us\": %.3f, \"combine_gbps\": %.1f}%s\n",
                  r.shape.c_str(), r.kv.c_str(), static_cast<long long>(r.tile_n),
                  r.default_tile ? "true" : "false", static_cast<long long>(r.tiles_per_split),
-                 r.splits_per_cta, r.us,
-                 r.kv_bytes, r.gbps, static_cast<long long>(r.ctas), r.combines ? "true" : "false",
-                 r.combine_us, r.combine_gbps, n + 1 < results.size() ? "," : "");
+                 r.splits_per_cta, r.us, r.kv_bytes, r.gbps, static_cast<long long>(r.ctas),
+                 r.combines ? "true" : "false", r.combine_us, r.combine_gbps,
+                 n + 1 < results.size() ? "," : "");
   }
   std::fprintf(f, "  ]\n}\n");
   std::fclose(f);

@@ -354,8 +354,7 @@ Status plan_decode(const AttentionArgs& args, DecodePlan* plan, const DecodeOpti
   // drain on small problems) unless the user asked for the partials or the counts, which the
   // combine kernel writes for every row.
   impl->fused_combine = internal_partials && !args.split.counts.given();
-  const int64_t arrivals =
-      impl->fused_combine ? p.batch * q_tiles * p.heads_kv * row_blocks : 0;
+  const int64_t arrivals = impl->fused_combine ? p.batch * q_tiles * p.heads_kv * row_blocks : 0;
   const int64_t at_arrivals = layout.take(arrivals * int64_t(sizeof(int32_t)));
 
   if (cudaError_t e = cudaMalloc(&impl->workspace, size_t(layout.bytes)); e != cudaSuccess) {

@@ -63,8 +63,8 @@ struct SplitSteps {
 // The rows and keys of one CTA: the packed rows of its query tile and the keys of its splits
 // [work.split, work.split + work.chain). Splits of a tile cover equal runs of key tiles (SPEC 3),
 // so split j of the CTA starts key_begin + j * split_keys keys in. A step never straddles two
-// splits (tile_n is a multiple of 16), so a key of a split's step is loadable (or seen by every row)
-// exactly when it lies in the CTA's range: [load_lo, load_hi] and [full_lo, full_hi] hold for
+// splits (tile_n is a multiple of 16), so a key of a split's step is loadable (or seen by every
+// row) exactly when it lies in the CTA's range: [load_lo, load_hi] and [full_lo, full_hi] hold for
 // every split of the CTA.
 struct SplitRange {
   int64_t b = 0;
@@ -387,8 +387,7 @@ __device__ __forceinline__ void combine_if_last(const DecodeParams& p, const Wor
   if (*flag == 0) return;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   for (int row = warp; row < range.block_rows; row += kWarps) {
-    combine_row(p, range.b, range.query_row(row), range.query_head(row, p.group), work.count,
-                lane);
+    combine_row(p, range.b, range.query_row(row), range.query_head(row, p.group), work.count, lane);
   }
 }
 
@@ -413,8 +412,8 @@ struct WarpState {
 // split's partial (O_s normalized by its own sum, L_s in natural log), or the final O and LSE.
 // `own` is this warp's merge area and `area(w)` warp w's: 16 rows of kChunk dims, through which the
 // rows go DV / kChunk dims at a time. The warps are summed in the same order whatever the chunk,
-// so a split's result does not depend on how many splits its CTA computes. `stats` holds each
-// warp's row max and sum [2][kWarps][16] and the rows' LSE [16].
+// so a split's result does not depend on how many splits its CTA computes. warp_max and warp_sum
+// ([kWarps][16]) take each warp's row maxima and sums, row_lse ([16]) the rows' LSE.
 template <int DV, int kChunk, int kValueShiftExponent, class Area>
 __device__ __forceinline__ void finish_split(const DecodeParams& p, const SplitRange& range,
                                              int split, bool write_final, bool write_partial,
@@ -433,7 +432,8 @@ __device__ __forceinline__ void finish_split(const DecodeParams& p, const SplitR
         for (int e = 0; e < 4; ++e) {
           const int row = g + 8 * (e >> 1);
           const int dim = 64 * c + 8 * (2 * q4 + (e & 1)) + i;
-          if (dim / kChunk == chunk) own[merge_index<kChunk>(row, dim % kChunk)] = st.o[8 * c + i][e];
+          if (dim / kChunk == chunk)
+            own[merge_index<kChunk>(row, dim % kChunk)] = st.o[8 * c + i][e];
         }
   };
   write_rows(0);
@@ -483,10 +483,10 @@ __device__ __forceinline__ void finish_split(const DecodeParams& p, const SplitR
       }
       const int64_t i = range.query_row(row), h = range.query_head(row, p.group);
       if (write_final) {
-        store_output(p,
-                     range.b * p.o_stride[0] + i * p.o_stride[1] + h * p.o_stride[2] +
-                         dim * p.o_stride[3],
-                     x);
+        store_output(
+            p,
+            range.b * p.o_stride[0] + i * p.o_stride[1] + h * p.o_stride[2] + dim * p.o_stride[3],
+            x);
       }
       if (write_partial) {
         p.part_o[split * p.part_o_stride[0] + range.b * p.part_o_stride[1] +
@@ -661,8 +661,8 @@ __global__ void __launch_bounds__(kWarps * 32, (DecodeShape<KV, DQK, DV>::kMinBl
     if constexpr (Format::kMx && !Shape::kScalesInStage) {
       if (my_steps > 0) {
         const int64_t key0 = step_key(0);
-        load_step_scales<DQK, DV>(p, range.hkv, place_of(key0), key0, range.load_lo,
-                                  range.load_hi, lane, prefetched);
+        load_step_scales<DQK, DV>(p, range.hkv, place_of(key0), key0, range.load_lo, range.load_hi,
+                                  lane, prefetched);
       }
     }
 
@@ -773,8 +773,7 @@ __global__ void __launch_bounds__(kWarps * 32, (DecodeShape<KV, DQK, DV>::kMinBl
       float* merge = reinterpret_cast<float*>(ring);
       finish_split<DV, DV, kValueShiftExponent>(
           p, range, split, write_final, write_partial, st, warp_max, warp_sum, row_lse,
-          merge + warp * kRowsPerBlock * DV,
-          [&](int w) { return merge + w * kRowsPerBlock * DV; });
+          merge + warp * kRowsPerBlock * DV, [&](int w) { return merge + w * kRowsPerBlock * DV; });
     } else if constexpr (Shape::kChains) {
       // The next split's copies are in flight; the stage this warp consumed last stays free until
       // its refill, after the barrier below.
@@ -783,8 +782,8 @@ __global__ void __launch_bounds__(kWarps * 32, (DecodeShape<KV, DQK, DV>::kMinBl
       finish_split<DV, Shape::kMergeChunk, kValueShiftExponent>(
           p, range, split, write_final, write_partial, st, warp_max, warp_sum, row_lse,
           reinterpret_cast<float*>(stage_at(free_slot)), [&](int w) {
-            return reinterpret_cast<const float*>(
-                ring + (w * kStages + merge_stage[w]) * Shape::kStepBytes);
+            return reinterpret_cast<const float*>(ring + (w * kStages + merge_stage[w]) *
+                                                             Shape::kStepBytes);
           });
       __syncthreads();  // every thread has read the merge stages and the row statistics
     }

@@ -29,7 +29,7 @@ struct TileInfo {
 struct WorkItem {
   int32_t b = 0;
   int32_t q_tile = 0;
-  int32_t split = 0;  // the first split of the CTA
+  int32_t split = 0;   // the first split of the CTA
   int32_t splits = 1;  // the tile's split_kv
   int64_t run_begin = 0;
   int64_t run_count = 0;
