@@ -20,6 +20,24 @@ inline Status cuda_failure(const char* what, cudaError_t e) {
   return Status::runtime(cat(what, ": ", cudaGetErrorString(e)));
 }
 
+// The current device into `device`, once it is known to offer `what` (a kernel's name, for the
+// message) `smem_bytes` of shared memory per block; ErrorCode::unsupported when it does not.
+inline Status current_device_with_smem(const char* what, int smem_bytes, int* device) {
+  int smem_optin = 0;
+  if (cudaError_t e = cudaGetDevice(device); e != cudaSuccess) return cuda_failure("device", e);
+  if (cudaError_t e =
+          cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, *device);
+      e != cudaSuccess) {
+    return cuda_failure("device attributes", e);
+  }
+  if (smem_bytes > smem_optin) {
+    return Status::unsupported(cat("device: ", what, " needs ", smem_bytes,
+                                   " bytes of shared memory per block; the device offers ",
+                                   smem_optin));
+  }
+  return Status::ok();
+}
+
 inline bool aligned(const void* p, uintptr_t bytes) {
   return (reinterpret_cast<uintptr_t>(p) & (bytes - 1)) == 0;
 }

@@ -248,17 +248,11 @@ Status plan_decode(const AttentionArgs& args, DecodePlan* plan, const DecodeOpti
   }
   impl->split = detail::split_kernel(args.k.dtype, p.dim_qk, p.dim_v);
   impl->combine = detail::combine_kernel();
-  int device = 0, smem_optin = 0;
-  if (cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return cuda_failure("device", e);
-  if (cudaError_t e =
-          cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
-      e != cudaSuccess) {
-    return cuda_failure("device attributes", e);
-  }
-  if (impl->split.smem_bytes > smem_optin) {
-    return Status::unsupported(cat("device: the split kernel needs ", impl->split.smem_bytes,
-                                   " bytes of shared memory per block; the device offers ",
-                                   smem_optin));
+  int device = 0;
+  if (Status st =
+          detail::current_device_with_smem("the split kernel", impl->split.smem_bytes, &device);
+      !st) {
+    return st;
   }
   if (cudaError_t e =
           cudaFuncSetAttribute(impl->split.function, cudaFuncAttributeMaxDynamicSharedMemorySize,

@@ -323,17 +323,11 @@ Status plan_prefill(const AttentionArgs& args, PrefillPlan* plan) {
   }
   const int64_t at_k_mean = layout.take(int64_t(k_mean.size() * sizeof(float)));
 
-  int device = 0, smem_optin = 0;
-  if (cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return cuda_failure("device", e);
-  if (cudaError_t e =
-          cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
-      e != cudaSuccess) {
-    return cuda_failure("device attributes", e);
-  }
-  if (kernel.smem_bytes > smem_optin) {
-    return Status::unsupported(cat("device: the prefill kernel needs ", kernel.smem_bytes,
-                                   " bytes of shared memory per block; the device offers ",
-                                   smem_optin));
+  int device = 0;
+  if (Status st =
+          detail::current_device_with_smem("the prefill kernel", kernel.smem_bytes, &device);
+      !st) {
+    return st;
   }
   if (cudaError_t e = kernel.prepare(); e != cudaSuccess) {
     return cuda_failure("prefill kernel attributes", e);
