@@ -163,27 +163,18 @@ class Fp8DotRows {
 };
 
 // Four row accumulators folded within each quarter: lane 4 q + r holds the sum of quarter q of
-// row r's accumulator (one block of the chunk, for FP8 keys).
+// row r's accumulator (one block of the chunk, for FP8 keys). The same shuffles as the VBMI set's
+// last fold of four keys (rows_avx512_vbmi.h).
 [[gnu::always_inline]] inline __m512 fold_quarters(const __m512* a) {
-  const __m512 e0 =
-      _mm512_add_ps(_mm512_shuffle_ps(a[0], a[1], 0x88), _mm512_shuffle_ps(a[0], a[1], 0xdd));
-  const __m512 e1 =
-      _mm512_add_ps(_mm512_shuffle_ps(a[2], a[3], 0x88), _mm512_shuffle_ps(a[2], a[3], 0xdd));
-  return _mm512_add_ps(_mm512_shuffle_ps(e0, e1, 0x88), _mm512_shuffle_ps(e0, e1, 0xdd));
+  return finish_folds(a);
 }
 
 // The quarter folds of 4 keys summed over their quarters, by row: lane 4 r + j is the dot
-// product of key j with row r.
+// product of key j with row r (the VBMI set's row fold, which leaves lane 4 j + r, then a
+// transpose of the 4 x 4 lanes).
 [[gnu::always_inline]] inline __m512 finish_quarters(const __m512* u) {
-  const __m512 t0 =
-      _mm512_add_ps(_mm512_shuffle_f32x4(u[0], u[1], 0x44), _mm512_shuffle_f32x4(u[0], u[1], 0xee));
-  const __m512 t1 =
-      _mm512_add_ps(_mm512_shuffle_f32x4(u[2], u[3], 0x44), _mm512_shuffle_f32x4(u[2], u[3], 0xee));
-  // Lane 4 j + r.
-  const __m512 by_key =
-      _mm512_add_ps(_mm512_shuffle_f32x4(t0, t1, 0x88), _mm512_shuffle_f32x4(t0, t1, 0xdd));
   return _mm512_permutexvar_ps(
-      _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), by_key);
+      _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), fold_rows(u));
 }
 
 // Scores of 4 query rows (q: bf16 [4][q_stride], 64-byte aligned, in the rows' word order) against
