@@ -225,12 +225,7 @@ void dot_rows4(const Rows& rows, const RowStream& s, const uint16_t* q, int64_t 
     // Past the last key, earlier folds (or zeros): finished, never stored.
     const __m512 sums = _mm512_mul_ps(finish_quarters(folds), _mm512_set1_ps(factor));
     const int64_t k0 = k - j;
-    const __mmask8 keys = __mmask8((1u << (s.count - k0 < 4 ? s.count - k0 : 4)) - 1);
-    float* out = scores + k0;
-    _mm_mask_storeu_ps(out, keys, _mm512_castps512_ps128(sums));
-    _mm_mask_storeu_ps(out + ld, keys, _mm512_extractf32x4_ps(sums, 1));
-    _mm_mask_storeu_ps(out + 2 * ld, keys, _mm512_extractf32x4_ps(sums, 2));
-    _mm_mask_storeu_ps(out + 3 * ld, keys, _mm512_extractf32x4_ps(sums, 3));
+    store_four_keys(sums, s.count - k0, scores + k0, ld);
   }
 }
 

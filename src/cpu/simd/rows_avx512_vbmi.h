@@ -211,6 +211,17 @@ template <int NV>
   return _mm512_add_ps(_mm512_shuffle_ps(e0, e1, 0x88), _mm512_shuffle_ps(e0, e1, 0xdd));
 }
 
+// Lane 4 r + j of `sums` (row r, key j of four) into out[r * ld + j], for the first `left` of the
+// four keys (the others lie past the stream's end).
+[[gnu::always_inline]] inline void store_four_keys(__m512 sums, int64_t left, float* out,
+                                                   int64_t ld) {
+  const __mmask8 keys = __mmask8((1u << (left < 4 ? left : 4)) - 1);
+  _mm_mask_storeu_ps(out, keys, _mm512_castps512_ps128(sums));
+  _mm_mask_storeu_ps(out + ld, keys, _mm512_extractf32x4_ps(sums, 1));
+  _mm_mask_storeu_ps(out + 2 * ld, keys, _mm512_extractf32x4_ps(sums, 2));
+  _mm_mask_storeu_ps(out + 3 * ld, keys, _mm512_extractf32x4_ps(sums, 3));
+}
+
 // Scores of 4 query rows (q: [4][q_stride], 64-byte aligned) against every key: two keys at a
 // time with one accumulator per (key, row), so that the queries stay memory operands, folded per
 // key, then finished 4 keys at a time.
@@ -251,12 +262,7 @@ void score_rows4(const Rows& rows, const RowStream& s, const float* q, int64_t q
     // Past the last key, earlier folds (or zeros): finished, never stored.
     const __m512 sums = finish_folds(folds);
     const int64_t k0 = k - j;
-    const __mmask8 keys = __mmask8((1u << (s.count - k0 < 4 ? s.count - k0 : 4)) - 1);
-    float* out = scores + k0;
-    _mm_mask_storeu_ps(out, keys, _mm512_castps512_ps128(sums));
-    _mm_mask_storeu_ps(out + ld, keys, _mm512_extractf32x4_ps(sums, 1));
-    _mm_mask_storeu_ps(out + 2 * ld, keys, _mm512_extractf32x4_ps(sums, 2));
-    _mm_mask_storeu_ps(out + 3 * ld, keys, _mm512_extractf32x4_ps(sums, 3));
+    store_four_keys(sums, s.count - k0, scores + k0, ld);
   }
 }
 
