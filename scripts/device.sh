@@ -50,7 +50,9 @@ section_build() {
   cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90a \
     -DMXATTN_CUDA=ON -DMXATTN_BENCH=ON -DMXATTN_CUTLASS_DIR="$PWD/.deps/cutlass/include" \
     "${prefix[@]}" || return 1
-  cmake --build "$BUILD" -j "$JOBS"
+  # BUILD_TARGETS (optional): only these targets, for a call that needs a few programs.
+  # shellcheck disable=SC2086
+  cmake --build "$BUILD" -j "$JOBS" ${BUILD_TARGETS:+--target $BUILD_TARGETS}
 }
 
 # A kernel that hangs would stall every later section: one small test first.
@@ -140,11 +142,18 @@ section_ncu() {
   local d rc=0
   for d in ${NCU_DIMS:-128 256}; do
     echo "== ncu prefill D=$d"
-    timeout 120 ncu --section SpeedOfLight --section WarpStateStats --section LaunchStats \
-      --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis -k regex:prefill_kernel -c 1 \
+    timeout 150 ncu --section SpeedOfLight --section WarpStateStats --section LaunchStats \
+      --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --section SchedulerStats \
+      --section InstructionStats --section Occupancy --section SourceCounters \
+      -k regex:prefill_kernel -c 1 -o "$WORK/ncu_prefill_$d" \
       "$BUILD/tools/mxattn" run --engine cuda --batch 1 --seq-len-q 4096 --seq-len-k 4096 \
       --num-heads-q 32 --num-heads-kv 32 --head-dim-qk "$d" --head-dim-v "$d" --q-format bf16 \
       --k-format bf16 --v-format bf16 --repeat 1 --verify=false || rc=1
+    ncu -i "$WORK/ncu_prefill_$d.ncu-rep" --print-details all > "$WORK/ncu_prefill_$d.txt" || rc=1
+    grep -E "Duration|Issue Slots Busy|Issued Warp|Stall|Registers|Achieved Occupancy|Executed Ipc|\
+Eligible|No Eligible|Pipe|Tensor|Throughput" "$WORK/ncu_prefill_$d.txt" | head -60
+    ncu -i "$WORK/ncu_prefill_$d.ncu-rep" --page source --csv --print-source sass \
+      > "$WORK/ncu_prefill_${d}_sass.csv" || rc=1
   done
   return $rc
 }

@@ -39,6 +39,10 @@ struct KernelTraits {
   // Ping-pong: the math warp groups take turns issuing their GEMMs, so one group's softmax runs
   // under the other's GEMMs. Past Dqk 128 the GEMMs are long enough that it does not pay.
   static constexpr bool kSchedulerBarrier = kDimQK <= 128;
+  // Where O is brought to a key tile's new row maximum: past Dv 128 (64+ accumulator registers a
+  // row pair) while the next S GEMM runs, before the P V GEMM is issued, rather than after that
+  // GEMM has completed, where the multiplies would hold up the next tile's GEMMs.
+  static constexpr bool kRescaleBeforePv = kDimV > 128;
 
   using TileShapeQK = Shape<Int<kBlockM>, Int<kBlockN>, Int<kDimQK>>;
   using TileShapePV = Shape<Int<kBlockM>, Int<kDimV>, Int<kBlockN>>;

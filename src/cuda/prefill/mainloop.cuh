@@ -221,6 +221,8 @@ __device__ __forceinline__ void compute_tiles(const PrefillParams& p, const CtaW
     st.k_full[ring.index].wait(ring.phase);
     scheduler_sync();
     issue_gemm<true>(mma_qk, q_frag, k_frag(_, _, _, ring.index), acc_s);
+    // O to the maximum of step k + 1 before its P V (in the first turn O is still zeros).
+    if constexpr (Traits::kRescaleBeforePv) softmax.rescale_output(acc_o, rescale);
     st.v_full[ring_v.index].wait(ring_v.phase);
     issue_gemm<false>(mma_pv, p_frag, v_frag(_, _, _, ring_v.index), acc_o);
     // The last group's final turn has no successor.
@@ -232,11 +234,12 @@ __device__ __forceinline__ void compute_tiles(const PrefillParams& p, const CtaW
     warpgroup_wait<0>();
     warpgroup_fence_operand(acc_o);
     release(st.v_empty[ring_v.index]);
-    softmax.rescale_output(acc_o, rescale);
+    if constexpr (!Traits::kRescaleBeforePv) softmax.rescale_output(acc_o, rescale);
     round_pairs<Element>(acc_s, p_frag);
   }
 
   zero_past_kv_len(step.tile, ring);
+  if constexpr (Traits::kRescaleBeforePv) softmax.rescale_output(acc_o, rescale);
   st.v_full[ring.index].wait(ring.phase);
   issue_gemm<false>(mma_pv, p_frag, v_frag(_, _, _, ring.index), acc_o);
   warpgroup_wait<0>();

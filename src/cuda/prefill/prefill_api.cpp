@@ -189,12 +189,13 @@ Status check_run_args(const PrefillPlan::Impl& plan, const AttentionArgs& d) {
   return Status::ok();
 }
 
-// Whether columns d, d + 1 (d even) of every row of a view are one aligned word.
-bool pairs_ok(const TensorView& v, const void* data, int64_t elem_bytes) {
+// Whether columns [d, d + n) (d a multiple of n) of every row of a view are one aligned run of
+// n * elem_bytes bytes.
+bool runs_ok(const TensorView& v, const void* data, int64_t elem_bytes, int64_t n) {
   if (v.stride[v.rank - 1] != 1) return false;
   for (int i = 0; i + 1 < v.rank; ++i)
-    if (v.shape[i] > 1 && v.stride[i] % 2 != 0) return false;
-  return aligned(data, uintptr_t(2 * elem_bytes));
+    if (v.shape[i] > 1 && v.stride[i] % n != 0) return false;
+  return aligned(data, uintptr_t(n * elem_bytes));
 }
 
 // The planned parameters with the run's data pointers.
@@ -204,12 +205,13 @@ prefill::PrefillParams params_for(const PrefillPlan::Impl& plan, const Attention
   p.k = plan.copied[1] ? plan.dense_inputs[1].out : d.k.data;
   p.v = plan.copied[2] ? plan.dense_inputs[2].out : d.v.data;
   p.o = d.o.data;
-  p.o_pairs = pairs_ok(d.o, d.o.data, bits_of(d.o.dtype) / 8);
+  p.o_pairs = runs_ok(d.o, d.o.data, bits_of(d.o.dtype) / 8, 2);
+  p.o_chunks = bits_of(d.o.dtype) == 16 && runs_ok(d.o, d.o.data, 2, 8);
   p.lse = static_cast<float*>(d.lse.data);
   if (d.split.partial_o.given()) {
     p.part_o = static_cast<float*>(d.split.partial_o.data);
     p.part_lse = static_cast<float*>(d.split.partial_lse.data);
-    p.part_o_pairs = pairs_ok(d.split.partial_o, p.part_o, 4);
+    p.part_o_pairs = runs_ok(d.split.partial_o, p.part_o, 4, 2);
   }
   return p;
 }

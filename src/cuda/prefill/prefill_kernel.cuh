@@ -92,8 +92,14 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     softmax.finish(p.scale, rows);
     // The work item read again (56 bytes from L2) rather than held across the main loop, where
     // its fields cost the Dqk 256 kernel registers it does not have.
-    store_tile<kBlockM, Traits::kDimV, TiledMmaPV>(p, cta_work<kBlockM>(p), acc_o, rows,
-                                                   thread_idx);
+    const CtaWork done = cta_work<kBlockM>(p);
+    if (p.o_chunks && done.partial_rows == 0 && p.o_dtype == DType::bf16) {
+      store_tile_staged<Traits, cutlass::bfloat16_t>(p, done, acc_o, rows, thread_idx, st);
+    } else if (p.o_chunks && done.partial_rows == 0) {
+      store_tile_staged<Traits, cutlass::half_t>(p, done, acc_o, rows, thread_idx, st);
+    } else {
+      store_tile<kBlockM, Traits::kDimV, TiledMmaPV>(p, done, acc_o, rows, thread_idx);
+    }
   }
 }
 

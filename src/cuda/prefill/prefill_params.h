@@ -63,11 +63,13 @@ struct PrefillParams {
   int64_t v_stride[3] = {};
 
   // O [B, Sq, Hq, Dv] and LSE [B, Hq, Sq] (optional) in element strides; `o_pairs`: two adjacent
-  // head-dim elements can be stored as one aligned word.
+  // head-dim elements can be stored as one aligned word; `o_chunks`: O is 16-bit and each run of
+  // eight head-dim elements from a multiple of 8 is one aligned 16-byte chunk.
   void* o = nullptr;
   DType o_dtype = DType::f32;
   int64_t o_stride[4] = {};
   bool o_pairs = false;
+  bool o_chunks = false;
   float* lse = nullptr;
   int64_t lse_stride[3] = {};
   // Partials O_s [S, B, Sq, Hq, Dv] and L_s [S, B, Hq, Sq]: the user's views or the workspace.
