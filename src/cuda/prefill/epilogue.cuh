@@ -3,17 +3,19 @@
 //
 // The common case (16-bit O whose rows are whole aligned 16-byte chunks, no partials) goes through
 // shared memory and out in 16-byte chunks (store_tile_staged); every other case from registers,
-// adjacent head-dim columns as one word where the layout allows (store_tile). The register path
-// runs once per CTA as straight-line code of some 10,000 instructions at Dv 256 (a runtime type
-// and layout choice at every element), which the instruction cache does not hold: Nsight Compute
-// put 26% of the Dv 256 kernel's warp samples there, most of them waiting for instructions.
+// adjacent head-dim columns as one word where the layout allows (store_tile), with the type and
+// layout chosen once per tile. The epilogue runs once per CTA as unrolled straight-line code that
+// the instruction cache does not hold, so its length is its cost: the earlier register path, a
+// runtime type and layout choice at every element (some 10,000 instructions at Dv 256), took 26% of
+// the Dv 256 kernel's warp samples in Nsight Compute, most of them waiting for instructions.
 #pragma once
 
 #include <cute/tensor.hpp>
 
 #include <cstdint>
+#include <cstring>
+#include <type_traits>
 
-#include "core/float16.h"
 #include "cuda/prefill/fragments.cuh"
 #include "cuda/prefill/kernel_traits.cuh"
 #include "cuda/prefill/prefill_params.h"
@@ -22,31 +24,24 @@
 
 namespace mxattn::cuda::prefill {
 
-__device__ __forceinline__ uint16_t to_storage(float x, DType type) {
-  return type == DType::bf16 ? core::float_to_bf16(x) : core::float_to_f16(x);
+// Two adjacent values of a row rounded to Out (round to nearest even), as Out's array of two.
+template <class Out>
+__device__ __forceinline__ cutlass::Array<Out, 2> round_pair(float x0, float x1) {
+  cutlass::Array<float, 2> x;
+  x[0] = x0;
+  x[1] = x1;
+  return cutlass::NumericArrayConverter<Out, float, 2,
+                                        cutlass::FloatRoundStyle::round_to_nearest>::convert(x);
 }
 
-// Columns d and d + 1 of one row at `offset` (element units) of an output of type `type`.
-__device__ __forceinline__ void store_pair(void* base, DType type, int64_t offset, int64_t stride_d,
-                                           bool pairs, float x0, float x1) {
-  if (type == DType::f32) {
-    float* out = static_cast<float*>(base) + offset;
-    if (pairs) {
-      *reinterpret_cast<float2*>(out) = make_float2(x0, x1);
-    } else {
-      out[0] = x0;
-      out[stride_d] = x1;
-    }
-    return;
-  }
-  uint16_t* out = static_cast<uint16_t*>(base) + offset;
-  const uint16_t lo = to_storage(x0, type), hi = to_storage(x1, type);
-  if (pairs) {
-    *reinterpret_cast<uint32_t*>(out) = uint32_t(lo) | uint32_t(hi) << 16;
-  } else {
-    out[0] = lo;
-    out[stride_d] = hi;
-  }
+// Two adjacent elements as one aligned write (8 bytes for f32, 4 for 16-bit types).
+template <class Out>
+__device__ __forceinline__ void store_two(Out* at, const cutlass::Array<Out, 2>& v) {
+  using Word = std::conditional_t<sizeof(Out) == 4, float2, uint32_t>;
+  static_assert(sizeof(Word) == sizeof(v));
+  Word word;
+  std::memcpy(&word, &v, sizeof(word));
+  *reinterpret_cast<Word*>(at) = word;
 }
 
 // Named barrier of one math warp group's staged store (ids 0-2 are the main loop's).
@@ -77,10 +72,15 @@ __device__ __forceinline__ void store_row_lse(const PrefillParams& p, const CtaW
   }
 }
 
-template <int kBlockM, int kDimV, class TiledMma, int kRows, class FragO>
-__device__ __forceinline__ void store_tile(const PrefillParams& p, const CtaWork& w,
-                                           const FragO& acc, const RowResult (&rows)[kRows],
-                                           int thread_idx) {
+// One output (O or the partials) from registers: the thread's rows for which `stores(tile row)`,
+// each at `row_offset(row)` elements of `out` with head-dim stride `stride_d`; with kPairs two
+// adjacent columns as one aligned write. The type and layout are template arguments, so that the
+// unrolled code that runs has a few instructions per pair.
+template <class Out, bool kPairs, int kBlockM, int kDimV, class TiledMma, int kRows, class FragO,
+          class Stores, class RowOffset>
+__device__ __forceinline__ void store_rows(Out* out, int64_t stride_d, const FragO& acc,
+                                           const RowResult (&rows)[kRows], int thread_idx,
+                                           const Stores& stores, const RowOffset& row_offset) {
   const auto coords = TiledMma{}
                           .get_thread_slice(thread_idx)
                           .partition_C(make_identity_tensor(Shape<Int<kBlockM>, Int<kDimV>>{}));
@@ -90,26 +90,69 @@ __device__ __forceinline__ void store_tile(const PrefillParams& p, const CtaWork
 #pragma unroll
   for (int r = 0; r < kRows; ++r) {
     const int tile_row = get<0>(c(r, 0));
-    const int64_t i = w.row_first + tile_row;
-    const bool final_out = w.writes_final(tile_row);
-    const bool partial_out = w.writes_partial(tile_row);
-    if (i > w.row_last || !(final_out || partial_out)) continue;
-    const RowResult& row = rows[r];
-    const int64_t o_row = w.b * p.o_stride[0] + i * p.o_stride[1] + w.h * p.o_stride[2];
-    const int64_t part_row = w.split * p.part_o_stride[0] + w.b * p.part_o_stride[1] +
-                             i * p.part_o_stride[2] + w.h * p.part_o_stride[3];
+    if (!stores(tile_row)) continue;
+    Out* row = out + row_offset(tile_row);
+    const float inv_sum = rows[r].empty ? 0.0f : rows[r].inv_sum;
 #pragma unroll
     for (int col = 0; col < size<1>(o); col += 2) {
       const int64_t d = get<1>(c(0, col));
-      const float x0 = row.empty ? 0.0f : o(r, col) * row.inv_sum;
-      const float x1 = row.empty ? 0.0f : o(r, col + 1) * row.inv_sum;
-      if (final_out) {
-        store_pair(p.o, p.o_dtype, o_row + d * p.o_stride[3], p.o_stride[3], p.o_pairs, x0, x1);
+      // A row that saw nothing is exactly +0, whatever its (masked) products met in V.
+      const float x0 = rows[r].empty ? 0.0f : o(r, col) * inv_sum;
+      const float x1 = rows[r].empty ? 0.0f : o(r, col + 1) * inv_sum;
+      const cutlass::Array<Out, 2> v = round_pair<Out>(x0, x1);
+      if constexpr (kPairs) {
+        store_two(row + d, v);
+      } else {
+        row[d * stride_d] = v[0];
+        row[(d + 1) * stride_d] = v[1];
       }
-      if (partial_out) {
-        store_pair(p.part_o, DType::f32, part_row + d * p.part_o_stride[4], p.part_o_stride[4],
-                   p.part_o_pairs, x0, x1);
-      }
+    }
+  }
+}
+
+// The register path: O in its type and the f32 partials, each rows' worth at a time.
+template <int kBlockM, int kDimV, class TiledMma, int kRows, class FragO>
+__device__ __forceinline__ void store_tile(const PrefillParams& p, const CtaWork& w,
+                                           const FragO& acc, const RowResult (&rows)[kRows],
+                                           int thread_idx) {
+  const auto in_sq = [&](int tile_row) { return w.row_first + tile_row <= w.row_last; };
+  const auto final_row = [&](int tile_row) { return in_sq(tile_row) && w.writes_final(tile_row); };
+  const auto o_row = [&](int tile_row) {
+    return w.b * p.o_stride[0] + (w.row_first + tile_row) * p.o_stride[1] + w.h * p.o_stride[2];
+  };
+  const auto final_out = [&](auto* out) {
+    using Out = std::remove_pointer_t<decltype(out)>;
+    if (p.o_pairs) {
+      store_rows<Out, true, kBlockM, kDimV, TiledMma>(out, 1, acc, rows, thread_idx, final_row,
+                                                      o_row);
+    } else {
+      store_rows<Out, false, kBlockM, kDimV, TiledMma>(out, p.o_stride[3], acc, rows, thread_idx,
+                                                       final_row, o_row);
+    }
+  };
+  if (w.final_rows != 0) {
+    if (p.o_dtype == DType::f32) {
+      final_out(static_cast<float*>(p.o));
+    } else if (p.o_dtype == DType::bf16) {
+      final_out(static_cast<cutlass::bfloat16_t*>(p.o));
+    } else {
+      final_out(static_cast<cutlass::half_t*>(p.o));
+    }
+  }
+  if (w.partial_rows != 0) {
+    const auto partial_row = [&](int tile_row) {
+      return in_sq(tile_row) && w.writes_partial(tile_row);
+    };
+    const auto part_row = [&](int tile_row) {
+      return w.split * p.part_o_stride[0] + w.b * p.part_o_stride[1] +
+             (w.row_first + tile_row) * p.part_o_stride[2] + w.h * p.part_o_stride[3];
+    };
+    if (p.part_o_pairs) {
+      store_rows<float, true, kBlockM, kDimV, TiledMma>(p.part_o, 1, acc, rows, thread_idx,
+                                                        partial_row, part_row);
+    } else {
+      store_rows<float, false, kBlockM, kDimV, TiledMma>(p.part_o, p.part_o_stride[4], acc, rows,
+                                                         thread_idx, partial_row, part_row);
     }
   }
   store_row_lse<kBlockM, kDimV, TiledMma>(p, w, rows, thread_idx);
@@ -136,8 +179,6 @@ __device__ __forceinline__ void store_tile_staged(const PrefillParams& p, const 
                           .partition_C(make_identity_tensor(Shape<Int<kBlockM>, Int<kDimV>>{}));
   const auto o = rows_cols_view(acc);
   const auto c = rows_cols_view(coords);
-  using Converter =
-      cutlass::NumericArrayConverter<Out, float, 2, cutlass::FloatRoundStyle::round_to_nearest>;
 #pragma unroll
   for (int r = 0; r < kRows; ++r) {
     const int tile_row = get<0>(c(r, 0));
@@ -145,11 +186,9 @@ __device__ __forceinline__ void store_tile_staged(const PrefillParams& p, const 
 #pragma unroll
     for (int col = 0; col < size<1>(o); col += 2) {
       // A row that saw nothing is exactly +0, whatever its (masked) products met in V.
-      cutlass::Array<float, 2> x;
-      x[0] = rows[r].empty ? 0.0f : o(r, col) * inv_sum;
-      x[1] = rows[r].empty ? 0.0f : o(r, col + 1) * inv_sum;
-      *reinterpret_cast<cutlass::Array<Out, 2>*>(&sO(tile_row, get<1>(c(0, col)))) =
-          Converter::convert(x);
+      const float x0 = rows[r].empty ? 0.0f : o(r, col) * inv_sum;
+      const float x1 = rows[r].empty ? 0.0f : o(r, col + 1) * inv_sum;
+      store_two(&sO(tile_row, get<1>(c(0, col))), round_pair<Out>(x0, x1));
     }
   }
   const int group = thread_idx / 128, group_thread = thread_idx % 128;
