@@ -1,7 +1,7 @@
 // The fast CPU engine against this machine's own ceilings: the f32 FMA peak (the clock a chain of
 // dependent FMAs runs at, times the 512-bit FMAs a core issues per cycle) for prefill, and the
-// bandwidth of a streaming read for decode. Prints a table
-// and, with --json FILE, writes the same numbers as JSON.
+// bandwidth of a streaming read for decode. Prints a table and, with --json FILE, writes the same
+// numbers as JSON.
 //
 //   mxattn_bench_cpu [--threads N] [--reps N]
 //                    [--isa portable|avx2|avx512|avx512_vbmi|avx512_bf16|avx512_amx]
