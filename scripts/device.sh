@@ -10,6 +10,7 @@
 #   cpu_bench      the fast CPU engine beside PyTorch's CPU SDPA, 2 threads, same CPU
 #   ncu            Nsight Compute on one prefill launch per head dim (not run by default)
 #   ncu_decode     Nsight Compute on one decode split kernel per KV type (not run by default)
+#   prefill_sweep  the prefill kernel's fixed cost per CTA: time against keys (not run by default)
 # A failing section is reported and the next ones still run; a hung first GPU test skips the rest.
 # Everything a section writes (log, JSON, plot) goes to one work folder, packed at the end into
 # $OUT/results.tgz; $OUT/summary.txt holds the short tables, which are also printed last.
@@ -190,6 +191,38 @@ smsp__issue_active.avg.pct_of_peak_sustained_active,smsp__inst_executed.sum \
   return $rc
 }
 
+# The prefill kernel's cost per CTA beside its keys (perf.md, 2026-12-04): B4 H32 Sq 4096 bf16, the
+# same 4096 CTAs walking 8 and 32 key tiles (Sk 1024, 4096); the intercept of the line through the
+# two times, spread over the CTAs each SM runs, is what a CTA costs besides its keys.
+section_prefill_sweep() {
+  [ "$HUNG" -eq 0 ] || return 1
+  local d sk t line rc=0 sms times="$WORK/prefill_sweep_times.txt"
+  sms=$(nvidia-smi --query-gpu=multiprocessor_count --format=csv,noheader 2>/dev/null | head -1)
+  [ -n "$sms" ] || sms=132
+  : >"$times"
+  for d in 64 128 256; do
+    line="$d"
+    for sk in 1024 4096; do
+      t=$(timeout 60 "$BUILD/tools/mxattn" run --engine cuda --batch 4 --num-heads-q 32 \
+        --num-heads-kv 32 --seq-len-q 4096 --seq-len-k "$sk" --head-dim-qk "$d" --head-dim-v "$d" \
+        --q-format bf16 --k-format bf16 --v-format bf16 --out-dtype bf16 --split-kv 1 \
+        --repeat 20 --verify=false | awk '/^time:/ {print $2}')
+      if [ -z "$t" ]; then
+        rc=1
+        t=nan
+      fi
+      line="$line $t"
+    done
+    echo "$line" >>"$times"
+  done
+  awk -v sms="$sms" '
+    BEGIN { print "D     Sk1024 ms  Sk4096 ms  per 1024 keys ms  intercept ms  per CTA us" }
+    { slope = ($3 - $2) / 3; icpt = $2 - slope
+      printf "%-5s %9.4f  %9.4f  %16.4f  %12.4f  %10.2f\n", $1, $2, $3, slope, icpt,
+             icpt * 1000 * sms / 4096 }' "$times" | tee "$WORK/prefill_sweep.txt"
+  return $rc
+}
+
 section_summary() {
   python3 - "$WORK" <<'EOF'
 import json, os, sys
@@ -256,6 +289,7 @@ done
   echo "== sections"
   for name in "${selected[@]}"; do printf '   %-14s %s\n' "$name" "${status[$name]}"; done
   grep -h -A 30 '^bf16 matmul' "$WORK/prefill_bench.log" 2>/dev/null | grep -v '^plot:'
+  cat "$WORK/prefill_sweep.txt" 2>/dev/null
   section_summary
 } | tee "$OUT/summary.txt"
 tar czf "$OUT/results.tgz" -C "$WORK" .
