@@ -1,10 +1,14 @@
 #include "npy.h"
 
+#include <climits>
 #include <cstdint>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <optional>
+#include <sstream>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "cli.h"
@@ -59,9 +63,11 @@ std::string npy_type_name(DType t) {
   return t == DType::e8m0 ? "u8" : std::string(name_of(t));
 }
 
-Status read_npy(const std::string& path, core::HostTensor* out) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return fail(path, "cannot open for reading");
+namespace {
+
+// One .npy image read from `in`; `path` names it in errors.
+Status read_npy_from(std::istream& in, const std::string& path, NpyRead how,
+                     core::HostTensor* out) {
   unsigned char preamble[kMagicSize + 2];
   if (!in.read(reinterpret_cast<char*>(preamble), sizeof preamble) ||
       std::memcmp(preamble, kMagic, kMagicSize) != 0) {
@@ -89,10 +95,13 @@ Status read_npy(const std::string& path, core::HostTensor* out) {
   if (!descr || !fortran_order || !shape) {
     return fail(path, "the header needs 'descr' (a string), 'fortran_order' and 'shape' (a tuple)");
   }
-  const std::optional<DType> dtype = dtype_of_descr(*descr);
-  if (!dtype) {
+  const bool wide_index = how == NpyRead::index && *descr == "<i8";
+  const std::optional<DType> dtype = wide_index ? DType::i32 : dtype_of_descr(*descr);
+  if (!dtype || (how == NpyRead::index && *dtype != DType::i32)) {
     return fail(path, "unsupported dtype '" + *descr +
-                          "' (supported: '<f4', '<f2', bfloat16 '<V2', '<i4', '|u1')");
+                          (how == NpyRead::index
+                               ? "' (index arrays: '<i4' or '<i8')"
+                               : "' (supported: '<f4', '<f2', bfloat16 '<V2', '<i4', '|u1')"));
   }
   if (*fortran_order) return fail(path, "fortran_order arrays are not supported; save C order");
   if (shape->empty() || shape->size() > size_t(kMaxRank)) {
@@ -105,14 +114,111 @@ Status read_npy(const std::string& path, core::HostTensor* out) {
       return fail(path, "invalid shape " + shape_text(*shape));
     }
   }
-  if (!contiguous_bytes(*dtype, numel))
+  if (!contiguous_bytes(*dtype, numel) || (wide_index && !contiguous_bytes(DType::f32, 2 * numel)))
     return fail(path, "shape " + shape_text(*shape) + " is too large");
   core::HostTensor tensor(*dtype, *shape);
-  if (!in.read(static_cast<char*>(tensor.view().data), std::streamsize(tensor.bytes()))) {
+  if (wide_index) {
+    std::vector<int64_t> wide(static_cast<size_t>(numel));
+    const std::streamsize bytes = std::streamsize(numel) * 8;
+    if (!in.read(reinterpret_cast<char*>(wide.data()), bytes)) {
+      return fail(path, "the data ends after " + std::to_string(in.gcount()) + " of " +
+                            std::to_string(bytes) + " bytes");
+    }
+    int32_t* narrow = tensor.data<int32_t>();
+    for (int64_t i = 0; i < numel; ++i) {
+      if (wide[size_t(i)] < INT32_MIN || wide[size_t(i)] > INT32_MAX) {
+        return fail(path, "element " + std::to_string(i) + " (" + std::to_string(wide[size_t(i)]) +
+                              ") does not fit in int32");
+      }
+      narrow[i] = int32_t(wide[size_t(i)]);
+    }
+  } else if (!in.read(static_cast<char*>(tensor.view().data), std::streamsize(tensor.bytes()))) {
     return fail(path, "the file ends after " + std::to_string(in.gcount()) + " of " +
                           std::to_string(tensor.bytes()) + " data bytes");
   }
   *out = std::move(tensor);
+  return Status::ok();
+}
+
+uint64_t little_endian64(const unsigned char* bytes) {
+  return uint64_t(little_endian(bytes, 4)) | uint64_t(little_endian(bytes + 4, 4)) << 32;
+}
+
+}  // namespace
+
+Status read_npy(const std::string& path, core::HostTensor* out) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return fail(path, "cannot open for reading");
+  return read_npy_from(in, path, NpyRead::any, out);
+}
+
+Status read_npz(const std::string& path, NpyRead how,
+                std::vector<std::pair<std::string, core::HostTensor>>* out) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return fail(path, "cannot open for reading");
+  const std::string zip((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const auto* bytes = reinterpret_cast<const unsigned char*>(zip.data());
+  constexpr uint32_t kLocalHeader = 0x04034b50, kCentralHeader = 0x02014b50;
+  constexpr uint32_t kEndOfDirectory = 0x06054b50, kZip64EndOfDirectory = 0x06064b50;
+  constexpr size_t kLocalHeaderSize = 30;
+  std::vector<std::pair<std::string, core::HostTensor>> arrays;
+  size_t at = 0;
+  while (true) {
+    if (at + 4 > zip.size()) return fail(path, "not a .npz archive (it ends without a directory)");
+    const uint32_t signature = little_endian(bytes + at, 4);
+    if (signature == kCentralHeader || signature == kEndOfDirectory ||
+        signature == kZip64EndOfDirectory) {
+      break;
+    }
+    if (signature != kLocalHeader || at + kLocalHeaderSize > zip.size()) {
+      return fail(path, "not a .npz archive (no ZIP member at byte " + std::to_string(at) + ")");
+    }
+    const uint32_t flags = little_endian(bytes + at + 6, 2);
+    const uint32_t method = little_endian(bytes + at + 8, 2);
+    uint64_t stored = little_endian(bytes + at + 18, 4);
+    uint64_t size = little_endian(bytes + at + 22, 4);
+    const size_t name_size = little_endian(bytes + at + 26, 2);
+    const size_t extra_size = little_endian(bytes + at + 28, 2);
+    const size_t name_at = at + kLocalHeaderSize, extra_at = name_at + name_size;
+    const size_t data_at = extra_at + extra_size;
+    if (data_at > zip.size()) return fail(path, "truncated ZIP member header");
+    const std::string name = zip.substr(name_at, name_size);
+    // Zip64 (np.savez writes its members so): the sizes that read 0xFFFFFFFF are in the extra
+    // field 0x0001, uncompressed first.
+    for (size_t e = extra_at; e + 4 <= data_at;) {
+      const uint32_t id = little_endian(bytes + e, 2), length = little_endian(bytes + e + 2, 2);
+      if (e + 4 + length > data_at) return fail(path, "member " + name + ": bad extra field");
+      if (id == 0x0001) {
+        size_t field = e + 4;
+        if (size == 0xffffffffu && field + 8 <= e + 4 + length) {
+          size = little_endian64(bytes + field);
+          field += 8;
+        }
+        if (stored == 0xffffffffu && field + 8 <= e + 4 + length)
+          stored = little_endian64(bytes + field);
+      }
+      e += 4 + length;
+    }
+    if (method != 0) {
+      return fail(path,
+                  "member " + name +
+                      " is compressed; write the layout with np.savez, not np.savez_compressed");
+    }
+    if ((flags & 0x8u) != 0 && stored == 0) {
+      return fail(path, "member " + name + " was written to a stream (sizes after the data)");
+    }
+    if (stored != size || stored > zip.size() - data_at) {
+      return fail(path, "member " + name + ": bad sizes");
+    }
+    if (name.size() > 4 && name.compare(name.size() - 4, 4, ".npy") == 0) {
+      std::istringstream member(zip.substr(data_at, size_t(stored)));
+      core::HostTensor tensor;
+      if (Status st = read_npy_from(member, path + ": " + name, how, &tensor); !st) return st;
+      arrays.emplace_back(name.substr(0, name.size() - 4), std::move(tensor));
+    }
+    at = data_at + size_t(stored);
+  }
+  *out = std::move(arrays);
   return Status::ok();
 }
 

@@ -4,6 +4,8 @@
 #pragma once
 
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "core/host_tensor.h"
 #include "mxattn/status.h"
@@ -13,6 +15,16 @@ namespace mxattn::tools {
 // Reads a whole file. Anything else (another dtype, big-endian, fortran_order, a 0-d array, rank
 // above kMaxRank, a short file) is an error that says what was found.
 Status read_npy(const std::string& path, core::HostTensor* out);
+
+// How read_npz reads its arrays: as read_npy does, or as index arrays, which also accept NumPy's
+// default integer '<i8' and load it as i32 (a value outside int32 is an error).
+enum class NpyRead { any, index };
+
+// A NumPy .npz archive as np.savez writes it (a ZIP of .npy members, stored, zip64 sizes or not):
+// each member array under its name without ".npy", in the archive's order. A compressed member
+// (np.savez_compressed) is an error that says so.
+Status read_npz(const std::string& path, NpyRead how,
+                std::vector<std::pair<std::string, core::HostTensor>>* out);
 
 // How a loaded dtype reads in messages: "u8" for the bytes, else the dtype's name.
 std::string npy_type_name(DType t);

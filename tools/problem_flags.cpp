@@ -79,6 +79,10 @@ ProblemFlags::ProblemFlags(FlagParser& flags, workload::Config* config)
                    "storage of O");
   flags.add_double("sparse-density", &c.sparse_density,
                    "block-sparse: share of key blocks listed per query block (0: dense)");
+  flags.add_string("sparse-layout", &layout_path_, "FILE.npz",
+                   "block-sparse layout from np.savez(FILE, row_ptr=..., col_idx=...): integer "
+                   "arrays [Bx, Hx, query blocks + 1] and [Bx, Hx, nnz] (Bx 1 or B, Hx 1 or Hq) "
+                   "or 1-D for one layout of every (b, h); blocks of --block-q x --block-k");
   flags.add_int("block-q", &block_q_, "sparse query block (power of two, 16..256)");
   flags.add_int("block-k", &block_k_, "sparse key block (power of two, 16..256)");
   flags.add_int("paged", &page_size_, "page size of a paged KV cache (0: dense)");
@@ -158,12 +162,52 @@ std::optional<int> ProblemFlags::finish(const FlagParser& flags) {
     c.heads_kv = k.shape[2];
     c.dim_v = v.shape[3];
   }
+
+  // A block-sparse layout from a file: row_ptr and col_idx, rank 3 or one layout for all (b, h).
+  if (!layout_path_.empty()) {
+    if (c.sparse_density > 0) {
+      return flags.usage_error("--sparse-layout and --sparse-density are alternatives; give one");
+    }
+    std::vector<std::pair<std::string, core::HostTensor>> arrays;
+    if (Status st = read_npz(layout_path_, NpyRead::index, &arrays); !st) {
+      return flags.usage_error("--sparse-layout: " + st.message());
+    }
+    core::HostTensor* targets[2] = {&row_ptr_file_, &col_idx_file_};
+    const char* names[2] = {"row_ptr", "col_idx"};
+    for (int i = 0; i < 2; ++i) {
+      auto found = std::find_if(arrays.begin(), arrays.end(),
+                                [&](const auto& entry) { return entry.first == names[i]; });
+      if (found == arrays.end()) {
+        std::string present;
+        for (const auto& entry : arrays) present += (present.empty() ? "" : ", ") + entry.first;
+        return flags.usage_error("--sparse-layout: " + layout_path_ + " has no array '" + names[i] +
+                                 "' (it holds: " + (present.empty() ? "nothing" : present) + ")");
+      }
+      core::HostTensor& t = found->second;
+      const TensorView& v = t.view();
+      if (v.rank == 1) {
+        core::HostTensor as_rank3(DType::i32, {1, 1, v.shape[0]});
+        std::copy_n(t.data<int32_t>(), v.shape[0], as_rank3.data<int32_t>());
+        *targets[i] = std::move(as_rank3);
+      } else if (v.rank == 3) {
+        *targets[i] = std::move(t);
+      } else {
+        return flags.usage_error("--sparse-layout: '" + std::string(names[i]) + "' has shape " +
+                                 v.shape_string() + "; rank 3 [Bx, Hx, n] or rank 1 [n]");
+      }
+    }
+  }
   return std::nullopt;
 }
 
 workload::Inputs ProblemFlags::inputs() const {
-  if (!q_file_.view().given()) return {};
-  return {&q_file_.view(), &k_file_.view(), &v_file_.view()};
+  workload::Inputs in;
+  if (q_file_.view().given()) in = {&q_file_.view(), &k_file_.view(), &v_file_.view()};
+  if (row_ptr_file_.view().given()) {
+    in.row_ptr = &row_ptr_file_.view();
+    in.col_idx = &col_idx_file_.view();
+  }
+  return in;
 }
 
 }  // namespace mxattn::tools

@@ -29,8 +29,8 @@ class ProblemFlags {
   int64_t seed_;
   std::string split_kv_ = "auto";
   std::vector<int64_t> prefix_offset_, kv_len_;
-  std::string q_path_, k_path_, v_path_;
-  core::HostTensor q_file_, k_file_, v_file_;
+  std::string q_path_, k_path_, v_path_, layout_path_;
+  core::HostTensor q_file_, k_file_, v_file_, row_ptr_file_, col_idx_file_;
 };
 
 }  // namespace mxattn::tools

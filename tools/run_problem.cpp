@@ -45,7 +45,6 @@ void print_check(const Check& c) {
               static_cast<long long>(c.m.mismatched_nonfinite), c.pass ? "PASS" : "FAIL");
 }
 
-
 // The runner for the requested engine. `automatic` takes the GPU where there is one and the CUDA
 // engine supports the problem, else the fast CPU engine.
 Status pick_runner(workload::Workload& w, const RunSettings& settings,
@@ -175,9 +174,9 @@ int run_problem(const workload::Config& config, const RunSettings& settings,
   return pass ? 0 : 1;
 }
 
-int print_plan(const workload::Config& config, int64_t max_tiles) {
+int print_plan(const workload::Config& config, int64_t max_tiles, const workload::Inputs& inputs) {
   workload::Workload w;
-  if (Status st = workload::Workload::build(config, &w); !st) {
+  if (Status st = workload::Workload::build(config, &w, inputs); !st) {
     std::fprintf(stderr, "mxattn plan: %s\n", st.message().c_str());
     return 2;
   }

@@ -18,7 +18,7 @@ int verb_plan(int argc, char** argv) {
   flags.add_int("max-tiles", &max_tiles, "query tiles to print at most");
   if (std::optional<int> exit = flags.parse(argc, argv)) return *exit;
   if (std::optional<int> exit = problem.finish(flags)) return *exit;
-  return print_plan(config, max_tiles);
+  return print_plan(config, max_tiles, problem.inputs());
 }
 
 }  // namespace mxattn::tools

@@ -268,7 +268,31 @@ Status Workload::build(const Config& c, Workload* w, const Inputs& inputs) {
   }
   a.window = c.window;
 
-  if (c.sparse_density > 0) {
+  if (inputs.row_ptr != nullptr && inputs.col_idx != nullptr) {
+    for (const TensorView* given : {inputs.row_ptr, inputs.col_idx}) {
+      if (given->dtype != DType::i32 || given->rank != 3) {
+        return Status::invalid(
+            "workload: a sparse layout's row_ptr and col_idx are int32 of rank 3");
+      }
+    }
+    // The workload's own copies, so that it owns every buffer of its problem.
+    const auto copy = [](const TensorView& from, core::HostTensor* to) {
+      *to = core::HostTensor(DType::i32, {from.shape[0], from.shape[1], from.shape[2]});
+      int32_t* out = to->data<int32_t>();
+      for (int64_t x = 0; x < from.shape[0]; ++x)
+        for (int64_t y = 0; y < from.shape[1]; ++y)
+          for (int64_t z = 0; z < from.shape[2]; ++z) {
+            *out++ = static_cast<const int32_t*>(
+                from.data)[x * from.stride[0] + y * from.stride[1] + z * from.stride[2]];
+          }
+    };
+    copy(*inputs.row_ptr, &w->row_ptr_);
+    copy(*inputs.col_idx, &w->col_idx_);
+    a.sparse.block_q = c.block_q;
+    a.sparse.block_k = c.block_k;
+    a.sparse.row_ptr = w->row_ptr_.view();
+    a.sparse.col_idx = w->col_idx_.view();
+  } else if (c.sparse_density > 0) {
     const int64_t nqb = (Sq + c.block_q - 1) / c.block_q;
     const int64_t nkb = (Sk + c.block_k - 1) / c.block_k;
     const int64_t per_row =
@@ -382,8 +406,12 @@ std::string Workload::describe() const {
   if (c.window >= 0) s << " window=" << c.window;
   if (!c.kv_len.empty()) s << " kv_len(per batch)";
   if (c.page_size > 0) s << " paged(" << c.page_size << ")";
-  if (c.sparse_density > 0)
+  if (args_.sparse.given() && c.sparse_density <= 0) {
+    s << " sparse(layout " << args_.sparse.row_ptr.shape_string() << ", " << c.block_q << "x"
+      << c.block_k << ")";
+  } else if (c.sparse_density > 0) {
     s << " sparse(" << c.sparse_density << ", " << c.block_q << "x" << c.block_k << ")";
+  }
   s << " split_kv=" << (c.split_kv == 0 ? std::string("auto") : std::to_string(c.split_kv));
   if (c.hadamard) s << " hadamard";
   if (c.smooth_k) s << " smooth-k";

@@ -53,11 +53,16 @@ struct Config {
   uint64_t seed = 1;
 };
 
-// Given inputs instead of random ones: f32, f16 or bf16, contiguous BSHD, with the config's shapes.
+// Given inputs instead of random ones: f32, f16 or bf16, contiguous BSHD, with the config's shapes;
+// and a given block-sparse layout (SPEC 6: int32 row_ptr [Bx, Hx, query blocks + 1] and col_idx
+// [Bx, Hx, nnz_max], contiguous, blocks of the config's block_q x block_k), which the library
+// validates like any other.
 struct Inputs {
   const TensorView* q = nullptr;
   const TensorView* k = nullptr;
   const TensorView* v = nullptr;
+  const TensorView* row_ptr = nullptr;
+  const TensorView* col_idx = nullptr;
 };
 
 class Workload {

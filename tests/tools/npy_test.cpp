@@ -2,6 +2,8 @@
 // write them.
 #include <gtest/gtest.h>
 
+#include <climits>
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -114,6 +116,74 @@ TEST(Npy, RejectsWhatItCannotRead) {
   strided = permuted(strided, {1, 0});
   EXPECT_EQ(write_npy(dir.file("t.npy"), strided).message(),
             dir.file("t.npy") + ": only contiguous views can be written");
+}
+
+// A ZIP member as writers without zip64 store it: sizes in the local header, method 0 (stored)
+// unless given.
+std::string zip_member(const std::string& name, const std::string& data, int method = 0) {
+  const auto put = [](std::string& out, uint64_t value, int bytes) {
+    for (int i = 0; i < bytes; ++i) out += char((value >> (8 * i)) & 0xff);
+  };
+  std::string out;
+  put(out, 0x04034b50, 4);  // local file header
+  put(out, 20, 2);          // version needed
+  put(out, 0, 2);           // flags
+  put(out, uint64_t(method), 2);
+  put(out, 0, 4);  // time, date
+  put(out, 0, 4);  // crc (not checked)
+  put(out, data.size(), 4);
+  put(out, data.size(), 4);
+  put(out, name.size(), 2);
+  put(out, 0, 2);
+  return out + name + data;
+}
+
+// .npz archives: members by name in order, int64 index arrays narrowed to int32, the errors.
+TEST(Npz, ReadsStoredMembersAndSaysWhyItRefusesOthers) {
+  const TempDir dir("npz");
+  core::HostTensor a(DType::i32, {2, 3});
+  for (int i = 0; i < 6; ++i) a.data<int32_t>()[i] = i * 7 - 3;
+  ASSERT_TRUE(write_npy(dir.file("a.npy"), a.view()));
+  const std::string a_npy = read_bytes(dir.file("a.npy"));
+  // An int64 index array, as NumPy writes np.array([...]) by default.
+  std::string wide = header_v1("{'descr': '<i8', 'fortran_order': False, 'shape': (3,), }");
+  for (int64_t v : {int64_t(5), int64_t(-2), int64_t(INT32_MAX)}) {
+    for (int i = 0; i < 8; ++i) wide += char((uint64_t(v) >> (8 * i)) & 0xff);
+  }
+  const std::string end_of_directory = std::string("PK\x05\x06", 4) + std::string(18, '\0');
+  write_bytes(dir.file("ok.npz"), zip_member("row_ptr.npy", a_npy) +
+                                      zip_member("notes.txt", "ignored") +
+                                      zip_member("col_idx.npy", wide) + end_of_directory);
+  std::vector<std::pair<std::string, core::HostTensor>> arrays;
+  const Status st = read_npz(dir.file("ok.npz"), NpyRead::index, &arrays);
+  ASSERT_TRUE(st) << st.message();
+  ASSERT_EQ(arrays.size(), 2u);
+  EXPECT_EQ(arrays[0].first, "row_ptr");
+  EXPECT_EQ(arrays[0].second.view().shape_string(), "[2, 3]");
+  EXPECT_EQ(std::memcmp(arrays[0].second.view().data, a.view().data, 24), 0);
+  EXPECT_EQ(arrays[1].first, "col_idx");
+  ASSERT_EQ(arrays[1].second.view().dtype, DType::i32);
+  EXPECT_EQ(arrays[1].second.data<int32_t>()[0], 5);
+  EXPECT_EQ(arrays[1].second.data<int32_t>()[1], -2);
+  EXPECT_EQ(arrays[1].second.data<int32_t>()[2], INT32_MAX);
+
+  // '<i8' only as an index array.
+  EXPECT_FALSE(read_npz(dir.file("ok.npz"), NpyRead::any, &arrays));
+
+  const auto refused = [&](const std::string& bytes, const std::string& why) {
+    write_bytes(dir.file("bad.npz"), bytes);
+    const Status bad = read_npz(dir.file("bad.npz"), NpyRead::index, &arrays);
+    EXPECT_FALSE(bad);
+    EXPECT_NE(bad.message().find(why), std::string::npos) << bad.message();
+  };
+  refused(zip_member("row_ptr.npy", a_npy, 8) + end_of_directory, "np.savez_compressed");
+  refused(a_npy, "not a .npz archive");
+  refused(zip_member("row_ptr.npy", a_npy), "ends without a directory");
+  refused(zip_member("row_ptr.npy", a_npy).substr(0, 50), "bad sizes");
+  std::string too_wide = header_v1("{'descr': '<i8', 'fortran_order': False, 'shape': (1,), }");
+  for (int i = 0; i < 8; ++i) too_wide += char(i == 4 ? 1 : 0);  // 2^32
+  refused(zip_member("x.npy", too_wide) + end_of_directory, "does not fit in int32");
+  EXPECT_FALSE(read_npz(dir.file("missing.npz"), NpyRead::index, &arrays));
 }
 
 }  // namespace
