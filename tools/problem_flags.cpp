@@ -165,9 +165,6 @@ std::optional<int> ProblemFlags::finish(const FlagParser& flags) {
 
   // A block-sparse layout from a file: row_ptr and col_idx, rank 3 or one layout for all (b, h).
   if (!layout_path_.empty()) {
-    if (c.sparse_density > 0) {
-      return flags.usage_error("--sparse-layout and --sparse-density are alternatives; give one");
-    }
     std::vector<std::pair<std::string, core::HostTensor>> arrays;
     if (Status st = read_npz(layout_path_, NpyRead::index, &arrays); !st) {
       return flags.usage_error("--sparse-layout: " + st.message());
@@ -183,18 +180,18 @@ std::optional<int> ProblemFlags::finish(const FlagParser& flags) {
         return flags.usage_error("--sparse-layout: " + layout_path_ + " has no array '" + names[i] +
                                  "' (it holds: " + (present.empty() ? "nothing" : present) + ")");
       }
-      core::HostTensor& t = found->second;
-      const TensorView& v = t.view();
-      if (v.rank == 1) {
-        core::HostTensor as_rank3(DType::i32, {1, 1, v.shape[0]});
-        std::copy_n(t.data<int32_t>(), v.shape[0], as_rank3.data<int32_t>());
-        *targets[i] = std::move(as_rank3);
-      } else if (v.rank == 3) {
-        *targets[i] = std::move(t);
-      } else {
+      TensorView& v = found->second.view();
+      if (v.rank == 1) {  // one layout for every (b, h): [1, 1, n], the same contiguous bytes
+        const int64_t n = v.shape[0];
+        v.rank = 3;
+        v.shape[0] = v.shape[1] = 1;
+        v.shape[2] = n;
+        set_contiguous_strides(v);
+      } else if (v.rank != 3) {
         return flags.usage_error("--sparse-layout: '" + std::string(names[i]) + "' has shape " +
                                  v.shape_string() + "; rank 3 [Bx, Hx, n] or rank 1 [n]");
       }
+      *targets[i] = std::move(found->second);
     }
   }
   return std::nullopt;

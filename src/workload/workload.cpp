@@ -269,6 +269,11 @@ Status Workload::build(const Config& c, Workload* w, const Inputs& inputs) {
   a.window = c.window;
 
   if (inputs.row_ptr != nullptr && inputs.col_idx != nullptr) {
+    if (c.sparse_density > 0) {
+      return Status::invalid(
+          "workload: a given sparse layout and a random one (sparse density) are alternatives; "
+          "give one");
+    }
     for (const TensorView* given : {inputs.row_ptr, inputs.col_idx}) {
       if (given->dtype != DType::i32 || given->rank != 3) {
         return Status::invalid(
@@ -282,8 +287,7 @@ Status Workload::build(const Config& c, Workload* w, const Inputs& inputs) {
       for (int64_t x = 0; x < from.shape[0]; ++x)
         for (int64_t y = 0; y < from.shape[1]; ++y)
           for (int64_t z = 0; z < from.shape[2]; ++z) {
-            *out++ = static_cast<const int32_t*>(
-                from.data)[x * from.stride[0] + y * from.stride[1] + z * from.stride[2]];
+            *out++ = static_cast<const int32_t*>(from.data)[core::offset_of(from, x, y, z)];
           }
     };
     copy(*inputs.row_ptr, &w->row_ptr_);
@@ -406,11 +410,11 @@ std::string Workload::describe() const {
   if (c.window >= 0) s << " window=" << c.window;
   if (!c.kv_len.empty()) s << " kv_len(per batch)";
   if (c.page_size > 0) s << " paged(" << c.page_size << ")";
-  if (args_.sparse.given() && c.sparse_density <= 0) {
+  if (c.sparse_density > 0) {
+    s << " sparse(" << c.sparse_density << ", " << c.block_q << "x" << c.block_k << ")";
+  } else if (args_.sparse.given()) {
     s << " sparse(layout " << args_.sparse.row_ptr.shape_string() << ", " << c.block_q << "x"
       << c.block_k << ")";
-  } else if (c.sparse_density > 0) {
-    s << " sparse(" << c.sparse_density << ", " << c.block_q << "x" << c.block_k << ")";
   }
   s << " split_kv=" << (c.split_kv == 0 ? std::string("auto") : std::to_string(c.split_kv));
   if (c.hadamard) s << " hadamard";
