@@ -256,7 +256,18 @@ int main(int argc, char** argv) {
     // The large shapes: bf16 with CTAs computing 1, 2 or 4 splits each beside the engine's choice
     // (same partition, same result bits), and bf16 and MXFP8 with longer splits (32 key tiles, a
     // different partition) for comparison: what each split's fixed costs take.
-    if (s.batch * s.heads_kv * s.keys <= 262144) continue;
+    if (s.batch * s.heads_kv * s.keys <= 262144) {
+      // The small graphs are latency-bound: every other key tile (so split length and CTA
+      // count) beside the engine's choice, bf16 and MXFP8, and half the default split length.
+      for (mxattn::DType kv : {mxattn::DType::bf16, mxattn::DType::e4m3}) {
+        for (int64_t tile_n : {16, 32, 64, 128}) {
+          if (tile_n != mxattn::cuda::default_tile_n(s.keys))
+            results.push_back(run_shape(s, kv, tile_n, stream, reps));
+        }
+        results.push_back(run_shape(s, kv, 0, stream, reps, 4));
+      }
+      continue;
+    }
     for (int32_t per_cta : {1, 2, 4}) {
       results.push_back(run_shape(s, mxattn::DType::bf16, 0, stream, reps, 0, per_cta));
     }
