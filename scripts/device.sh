@@ -8,8 +8,10 @@
 #   python         pip install . (CUDA build) and the pytest suite with PyTorch CUDA tensors
 #   dist           the NCCL backend with one rank end to end, and its all-to-all beside attention
 #   cpu_bench      the fast CPU engine beside PyTorch's CPU SDPA, 2 threads, same CPU
-#   ncu            Nsight Compute on one prefill launch per head dim (not run by default)
-#   ncu_decode     Nsight Compute on one decode split kernel per KV type (not run by default)
+#   ncu            Nsight Compute on one prefill launch per head dim (not run by default;
+#                  NCU_DIMS: the head dims, NCU_CLOCKS: base or none)
+#   ncu_decode     Nsight Compute on one decode split kernel per KV type (not run by default;
+#                  NCU_KV: the KV types, NCU_KEYS: cached keys, NCU_CLOCKS: base or none)
 #   prefill_sweep  the prefill kernel's fixed cost per CTA: time against keys (not run by default)
 # A failing section is reported and the next ones still run; a hung first GPU test skips the rest.
 # Everything a section writes (log, JSON, plot) goes to one work folder, packed at the end into
@@ -143,7 +145,7 @@ section_ncu() {
   local d rc=0
   for d in ${NCU_DIMS:-128 256}; do
     echo "== ncu prefill D=$d"
-    timeout 150 ncu --section SpeedOfLight --section WarpStateStats --section LaunchStats \
+    timeout 150 ncu --clock-control "${NCU_CLOCKS:-base}" --section SpeedOfLight --section WarpStateStats --section LaunchStats \
       --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --section SchedulerStats \
       --section InstructionStats --section Occupancy --section SourceCounters \
       -k regex:prefill_kernel -c 1 -o "$WORK/ncu_prefill_$d" \
@@ -164,11 +166,11 @@ section_ncu_decode() {
   local f rc=0 problem obj dir="$WORK/decode_sass"
   mkdir -p "$dir"
   for f in ${NCU_KV:-e4m3 e2m1}; do
-    problem=(run --engine cuda --batch 1 --seq-len-q 1 --seq-len-k 131072 --num-heads-q 32
+    problem=(run --engine cuda --batch 1 --seq-len-q 1 --seq-len-k "${NCU_KEYS:-131072}" --num-heads-q 32
       --num-heads-kv 32 --head-dim-qk 128 --head-dim-v 128 --q-format bf16 --k-format "$f"
       --v-format "$f" --repeat 1 --verify=false)
     echo "== ncu decode kv=$f"
-    timeout 150 ncu --section SpeedOfLight --section WarpStateStats --section ComputeWorkloadAnalysis \
+    timeout 150 ncu --clock-control "${NCU_CLOCKS:-base}" --section SpeedOfLight --section WarpStateStats --section ComputeWorkloadAnalysis \
       --section InstructionStats --section Occupancy --section SourceCounters \
       -k regex:decode_split_kernel -c 1 -o "$WORK/ncu_decode_$f" "$BUILD/tools/mxattn" "${problem[@]}" || rc=1
     ncu -i "$WORK/ncu_decode_$f.ncu-rep" --print-details all || rc=1

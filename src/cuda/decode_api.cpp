@@ -321,6 +321,22 @@ Status plan_decode(const AttentionArgs& args, DecodePlan* plan, const DecodeOpti
     }
     work = std::move(chained);
   }
+  // Each CTA's keys (WorkItem::key_begin ...), from the shared partition; what the kernel's
+  // threads would otherwise each compute before their first copy.
+  for (detail::WorkItem& w : work) {
+    const core::Visibility vis = p.visibility(w.b);
+    const core::TileRun run{w.run_begin, w.run_count};
+    const int64_t iters = core::split_iters(run.count, w.splits);
+    const core::TileRun keys = core::consecutive_split_tiles(run, iters, w.split, w.chain);
+    const int64_t row_first = int64_t(w.q_tile) * split.tile_m;
+    const int64_t row_last = std::min(row_first + split.tile_m, p.seq_q) - 1;
+    w.key_begin = keys.begin * split.tile_n;
+    w.split_keys = iters * split.tile_n;
+    w.load_lo = std::max(w.key_begin, vis.lo(row_first));
+    w.load_hi = std::min((keys.begin + keys.count) * split.tile_n - 1, vis.hi(row_last));
+    w.full_lo = std::max(w.load_lo, vis.lo(row_last));
+    w.full_hi = std::min(w.load_hi, vis.hi(row_first));
+  }
   if (p.heads_kv * row_blocks > 65535 || int64_t(work.size()) > int64_t(INT32_MAX)) {
     return Status::unsupported(
         "grid: the problem needs more CTAs than one launch of the CUDA decode engine holds");

@@ -80,10 +80,6 @@ struct SplitRange {
   int64_t key_begin = 0;   // first key of the first split's tiles
   int64_t split_keys = 0;  // keys of a split's tiles
 
-  __device__ int64_t query_row(int r) const { return row_first + (packed_first + r) % tile_rows; }
-  __device__ int64_t query_head(int r, int64_t group) const {
-    return hkv * group + (packed_first + r) / tile_rows;
-  }
   // The steps of split j of the CTA (none for a split without loadable keys).
   __device__ SplitSteps steps_of(int j) const {
     const int64_t lo = core::max64(key_begin + j * split_keys, load_lo);
@@ -92,30 +88,49 @@ struct SplitRange {
     const int64_t first = lo / kStepKeys * kStepKeys;
     return {first, (hi - first) / kStepKeys + 1};
   }
+
+  int64_t head_first = 0;  // hkv * group: the KV head's first query head
+  // Shared [kRowsPerBlock] tables (fill_row_table) of each packed row's query row and head past
+  // row_first and head_first, read wherever a row's Q, O or partials are addressed.
+  const int* row_query = nullptr;
+  const int* row_head = nullptr;
+
+  __device__ int64_t query_row(int r) const { return row_first + row_query[r]; }
+  __device__ int64_t query_head(int r) const { return head_first + row_head[r]; }
 };
 
-__device__ __forceinline__ SplitRange split_range(const DecodeParams& p, const WorkItem& work,
-                                                  const core::Visibility& vis) {
+// Fills the row tables of `s` (threads 0-15; read after the next barrier): packed row r of the CTA
+// is query row row_first + (packed_first + r) % tile_rows of head head_first + (packed_first + r) /
+// tile_rows. Once per CTA and in 32 bits (packed rows number at most the tile's rows times the
+// group, below 2^20 as the grid's y extent bounds them): a 64-bit division is a call, and each
+// element of Q and O used to pay two. Rows past block_rows get entries that address nothing.
+__device__ __forceinline__ void fill_row_table(const SplitRange& s, int* row_query, int* row_head) {
+  if (threadIdx.x < kRowsPerBlock) {
+    const uint32_t packed = uint32_t(s.packed_first) + threadIdx.x;
+    row_query[threadIdx.x] = int(packed % uint32_t(s.tile_rows));
+    row_head[threadIdx.x] = int(packed / uint32_t(s.tile_rows));
+  }
+}
+
+__device__ __forceinline__ SplitRange split_range(const DecodeParams& p, const WorkItem& work) {
   SplitRange s;
   s.b = work.b;
-  s.hkv = blockIdx.y / p.row_blocks;
+  // In 32 bits (row_blocks and the grid's y extent are below 2^16): a 64-bit division is a call.
+  const uint32_t row_block = blockIdx.y % uint32_t(p.row_blocks);
+  s.hkv = blockIdx.y / uint32_t(p.row_blocks);
   s.row_first = int64_t(work.q_tile) * p.tile_m;
   s.tile_rows = core::min64(p.tile_m, p.seq_q - s.row_first);
-  s.packed_first = int64_t(blockIdx.y % p.row_blocks) * kRowsPerBlock;
+  s.packed_first = int64_t(row_block) * kRowsPerBlock;
   // At least 0: a short last query tile packs fewer rows than the row blocks of the grid hold.
   s.block_rows =
       int(core::max64(0, core::min64(kRowsPerBlock, s.tile_rows * p.group - s.packed_first)));
-  // One 64-bit division: the CTA's splits' tiles as one run, and a split's length.
-  const core::TileRun run{work.run_begin, work.run_count};
-  const int64_t iters = core::split_iters(run.count, work.splits);
-  const core::TileRun tiles = core::consecutive_split_tiles(run, iters, work.split, work.chain);
-  const int64_t row_last = s.row_first + s.tile_rows - 1;
-  s.key_begin = tiles.begin * p.tile_n;
-  s.split_keys = iters * p.tile_n;
-  s.load_lo = core::max64(s.key_begin, vis.lo(s.row_first));
-  s.load_hi = core::min64((tiles.begin + tiles.count) * p.tile_n - 1, vis.hi(row_last));
-  s.full_lo = core::max64(s.load_lo, vis.lo(row_last));
-  s.full_hi = core::min64(s.load_hi, vis.hi(s.row_first));
+  s.head_first = s.hkv * p.group;
+  s.key_begin = work.key_begin;
+  s.split_keys = work.split_keys;
+  s.load_lo = work.load_lo;
+  s.load_hi = work.load_hi;
+  s.full_lo = work.full_lo;
+  s.full_hi = work.full_hi;
   return s;
 }
 
@@ -131,25 +146,29 @@ __device__ __forceinline__ void build_q_fragments(const DecodeParams& p, const S
   constexpr MmaType kMma = Format::kKeyMma;
   constexpr int kKSteps = DQK / 16;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  __syncthreads();  // the row tables (fill_row_table)
   for (int idx = threadIdx.x; idx < kRowsPerBlock * DQK; idx += kWarps * 32) {
     const int r = idx / DQK, d = idx % DQK;
     float x = 0.0f;
-    if (r < s.block_rows) x = load_q(p, s.b, s.query_row(r), s.query_head(r, p.group), d);
+    if (r < s.block_rows) x = load_q(p, s.b, s.query_row(r), s.query_head(r), d);
     stage[idx] = x;
   }
+  if constexpr (kMma != MmaType::f16) {
+    if (threadIdx.x < kRowsPerBlock) row_exponent[threadIdx.x] = 0;
+  }
   __syncthreads();
-  // Row exponents: 8 lanes per row, 4 rows per warp.
-  {
+  // Row exponents for f16 products: 8 lanes per row, 4 rows per warp.
+  if constexpr (kMma == MmaType::f16) {
     const int r = warp * 4 + (lane >> 3);
     float amax = 0.0f;
     for (int d = lane & 7; d < DQK; d += 8) amax = fmaxf(amax, fabsf(stage[r * DQK + d]));
 #pragma unroll
     for (int o = 1; o < 8; o <<= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
     int e = 0;
-    if (kMma == MmaType::f16 && amax > 0.0f && amax <= FLT_MAX) e = ilogbf(amax) + 1;
+    if (amax > 0.0f && amax <= FLT_MAX) e = ilogbf(amax) + 1;
     if ((lane & 7) == 0) row_exponent[r] = e;
+    __syncthreads();
   }
-  __syncthreads();
   const int g = lane >> 2, q4 = lane & 3;
   for (int ks = warp; ks < kKSteps; ks += kWarps) {
     const int base = 32 * (ks / 2) + 8 * q4;
@@ -162,9 +181,8 @@ __device__ __forceinline__ void build_q_fragments(const DecodeParams& p, const S
       float v[2], rest[2];
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
-        const float x =
-            scalbnf(stage[r * DQK + base + pair_element<KV>(pair, half)], -row_exponent[r]);
-        v[half] = x;
+        const float x = stage[r * DQK + base + pair_element<KV>(pair, half)];
+        v[half] = kMma == MmaType::f16 ? scalbnf(x, -row_exponent[r]) : x;
       }
       hi[reg] = pack_pair<kMma>(v[0], v[1]);
 #pragma unroll
@@ -173,8 +191,11 @@ __device__ __forceinline__ void build_q_fragments(const DecodeParams& p, const S
     }
     *reinterpret_cast<uint4*>(frags + (ks * 32 + lane) * 4) =
         make_uint4(hi[0], hi[1], hi[2], hi[3]);
-    *reinterpret_cast<uint4*>(frags + ((kKSteps + ks) * 32 + lane) * 4) =
-        make_uint4(lo[0], lo[1], lo[2], lo[3]);
+    // The rounding errors only where the products read them (p.q_split_lo).
+    if (p.q_split_lo) {
+      *reinterpret_cast<uint4*>(frags + ((kKSteps + ks) * 32 + lane) * 4) =
+          make_uint4(lo[0], lo[1], lo[2], lo[3]);
+    }
   }
   __syncthreads();
 }
@@ -387,7 +408,7 @@ __device__ __forceinline__ void combine_if_last(const DecodeParams& p, const Wor
   if (*flag == 0) return;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   for (int row = warp; row < range.block_rows; row += kWarps) {
-    combine_row(p, range.b, range.query_row(row), range.query_head(row, p.group), work.count, lane);
+    combine_row(p, range.b, range.query_row(row), range.query_head(row), work.count, lane);
   }
 }
 
@@ -423,6 +444,8 @@ __device__ __forceinline__ void finish_split(const DecodeParams& p, const SplitR
   constexpr float kValueShift = float(kValueShiftExponent);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, q4 = lane & 3;
+  // Rows 8-15 only where the CTA has them (warp-uniform): decode packs few rows, often one.
+  const bool upper_rows = range.block_rows > 8;
   const auto write_rows = [&](int chunk) {
 #pragma unroll
     for (int c = 0; c < DV / 64; ++c)
@@ -432,7 +455,7 @@ __device__ __forceinline__ void finish_split(const DecodeParams& p, const SplitR
         for (int e = 0; e < 4; ++e) {
           const int row = g + 8 * (e >> 1);
           const int dim = 64 * c + 8 * (2 * q4 + (e & 1)) + i;
-          if (dim / kChunk == chunk)
+          if ((e < 2 || upper_rows) && dim / kChunk == chunk)
             own[merge_index<kChunk>(row, dim % kChunk)] = st.o[8 * c + i][e];
         }
   };
@@ -481,7 +504,7 @@ __device__ __forceinline__ void finish_split(const DecodeParams& p, const SplitR
         for (int w = 0; w < kWarps; ++w)
           x += area(w)[merge_index<kChunk>(row, d)] * warp_sum[w * kRowsPerBlock + row];
       }
-      const int64_t i = range.query_row(row), h = range.query_head(row, p.group);
+      const int64_t i = range.query_row(row), h = range.query_head(row);
       if (write_final) {
         store_output(
             p,
@@ -496,7 +519,7 @@ __device__ __forceinline__ void finish_split(const DecodeParams& p, const SplitR
   }
   if (int(threadIdx.x) < range.block_rows) {
     const int row = threadIdx.x;
-    const int64_t i = range.query_row(row), h = range.query_head(row, p.group);
+    const int64_t i = range.query_row(row), h = range.query_head(row);
     if (write_final && p.lse != nullptr) {
       p.lse[range.b * p.lse_stride[0] + h * p.lse_stride[1] + i * p.lse_stride[2]] = row_lse[row];
     }
@@ -522,6 +545,8 @@ __global__ void __launch_bounds__(kWarps * 32, (DecodeShape<KV, DQK, DV>::kMinBl
   int* row_exponent = reinterpret_cast<int*>(warp_sum + kWarps * kRowsPerBlock);  // [16]
   float* row_lse = reinterpret_cast<float*>(row_exponent + kRowsPerBlock);        // [16]
   int* merge_stage = reinterpret_cast<int*>(row_lse + kRowsPerBlock);             // [kWarps]
+  int* row_query = merge_stage + kWarps;                                          // [16]
+  int* row_head = row_query + kRowsPerBlock;                                      // [16]
 
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2;
@@ -534,9 +559,12 @@ __global__ void __launch_bounds__(kWarps * 32, (DecodeShape<KV, DQK, DV>::kMinBl
   // splits share their rows (and so Q) and differ only in their keys.
   const WorkItem work = p.work[blockIdx.x];
   const core::Visibility vis{work.last, p.causal, work.offset, p.window};
-  const SplitRange range = split_range(p, work, vis);
+  SplitRange range = split_range(p, work);
   // A row block past the packed rows of a short last query tile has nothing to do.
   if (range.block_rows == 0) return;
+  range.row_query = row_query;
+  range.row_head = row_head;
+  fill_row_table(range, row_query, row_head);
   const int chain = Shape::kChains ? work.chain : 1;
   const auto warp_steps = [&](int64_t steps) -> int64_t {
     return steps > warp ? (steps - warp + kWarps - 1) / kWarps : 0;

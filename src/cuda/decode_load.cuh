@@ -6,6 +6,7 @@
 
 #include <cstdint>
 
+#include "core/visibility.h"
 #include "cuda/decode_params.h"
 #include "cuda/decode_shape.h"
 #include "cuda/device_ops.cuh"
@@ -160,13 +161,47 @@ __device__ __forceinline__ int chunk_byte(int row, int chunk) {
   return row * kRowBytes + (swizzled_chunk<kBits, kChunks, kValues>(row, chunk) << 4);
 }
 
+// Whether a row of `chunks` 16-byte chunks fills whole passes of the warp's 32 lanes (row lengths
+// of 128, 256 and 512 bytes), so that each lane copies one fixed chunk of every (32 / chunks)-th
+// row.
+constexpr bool whole_row_passes(int chunks) {
+  return chunks <= 32 && 32 % chunks == 0;
+}
+
+// The 16 rows of one tile (K or V) of a step, whole rows per pass of the warp (whole_row_passes):
+// lane l copies chunk l % kChunks of rows l / kChunks + pass * (32 / kChunks). Its source moves by
+// a fixed stride per pass, its destination by a constant, so a copy costs a few instructions.
+// kChecked: rows outside [row_lo, row_hi] are zero-filled (their source replaced by `safe`, which
+// is always mapped); otherwise every row is loadable.
+template <int kBits, int kChunks, int kRowBytes, bool kValues, bool kChecked>
+__device__ __forceinline__ void copy_rows(uint8_t* tile, const uint8_t* rows, int64_t row_bytes,
+                                          int row_lo, int row_hi, const uint8_t* safe, int lane) {
+  constexpr int kRowsPerPass = 32 / kChunks;
+  const int lane_row = lane / kChunks, chunk = lane % kChunks;
+  const uint8_t* src = rows + lane_row * row_bytes + chunk * 16;
+  const int64_t pass_bytes = kRowsPerPass * row_bytes;
+#pragma unroll
+  for (int pass = 0; pass < kStepKeys / kRowsPerPass; ++pass) {
+    const int row = lane_row + pass * kRowsPerPass;
+    uint8_t* dst = tile + chunk_byte<kBits, kChunks, kRowBytes, kValues>(row, chunk);
+    if constexpr (kChecked) {
+      const bool valid = row >= row_lo && row <= row_hi;
+      copy_async_16(dst, valid ? src : safe, valid);
+    } else {
+      copy_async_16(dst, src, true);
+    }
+    src += pass_bytes;
+  }
+}
+
 // Issues the copies of one step's K and V rows into `stage`; keys outside [lo, hi] are zero-filled
 // (the source of a zero-filled copy is the first bytes of K, always mapped: Dv <= Dqk).
 //
 // Paired copies (Shape::kPairedCopies): lanes 2r and 2r + 1 copy K row r and V row r, chunk 2j +
 // (lane & 1) at copy j, so that a lane pair reads 32 contiguous bytes and a lane's sources are one
 // row pointer plus constants: a few instructions per copy, and the key range checked once per row.
-// Otherwise consecutive lanes copy consecutive chunks of whole rows.
+// Otherwise consecutive lanes copy consecutive chunks of whole rows (copy_rows where a row fills
+// whole passes of the warp).
 template <class Shape>
 __device__ __forceinline__ void copy_step(const DecodeParams& p, int64_t hkv, StepPlace at,
                                           const StepSources& src, int64_t key0, int64_t lo,
@@ -195,28 +230,47 @@ __device__ __forceinline__ void copy_step(const DecodeParams& p, int64_t hkv, St
           v_src + 32 * j, valid);
     }
   } else {
-    constexpr int kKCopies = kStepKeys * Shape::kKChunks;
-    constexpr int kCopies = kKCopies + kStepKeys * Shape::kVChunks;
-    const uint8_t* k_rows = p.k + at.outer * p.k_stride[0] + hkv * p.k_stride[2];
-    const uint8_t* v_rows = p.v + at.outer * p.v_stride[0] + hkv * p.v_stride[2];
+    // The step's first rows and its loadable rows [row_lo, row_hi], once per step.
+    const int64_t k_row_bytes = p.k_stride[1], v_row_bytes = p.v_stride[1];
+    const uint8_t* k_rows =
+        p.k + at.outer * p.k_stride[0] + at.slot0 * k_row_bytes + hkv * p.k_stride[2];
+    const uint8_t* v_rows =
+        p.v + at.outer * p.v_stride[0] + at.slot0 * v_row_bytes + hkv * p.v_stride[2];
+    const int row_lo = int(core::max64(lo - key0, -1));
+    const int row_hi = int(core::min64(hi - key0, kStepKeys));
+    if constexpr (whole_row_passes(Shape::kKChunks) && whole_row_passes(Shape::kVChunks)) {
+      // Most steps lie wholly inside the range: one warp-uniform test, then copies unchecked.
+      if (row_lo <= 0 && row_hi >= kStepKeys - 1) {
+        copy_rows<Shape::kBits, Shape::kKChunks, kKRowBytes, false, false>(
+            stage, k_rows, k_row_bytes, 0, 0, p.k, lane);
+        copy_rows<Shape::kBits, Shape::kVChunks, kVRowBytes, true, false>(
+            v_stage, v_rows, v_row_bytes, 0, 0, p.k, lane);
+      } else {
+        copy_rows<Shape::kBits, Shape::kKChunks, kKRowBytes, false, true>(
+            stage, k_rows, k_row_bytes, row_lo, row_hi, p.k, lane);
+        copy_rows<Shape::kBits, Shape::kVChunks, kVRowBytes, true, true>(
+            v_stage, v_rows, v_row_bytes, row_lo, row_hi, p.k, lane);
+      }
+    } else {
+      constexpr int kKCopies = kStepKeys * Shape::kKChunks;
+      constexpr int kCopies = kKCopies + kStepKeys * Shape::kVChunks;
 #pragma unroll
-    for (int u = 0; u < (kCopies + 31) / 32; ++u) {
-      const int c = lane + 32 * u;
-      if (kCopies % 32 != 0 && c >= kCopies) break;
-      const bool is_key = c < kKCopies;
-      const int cv = c - kKCopies;
-      const int row = is_key ? c / Shape::kKChunks : cv / Shape::kVChunks;
-      const int chunk = is_key ? c % Shape::kKChunks : cv % Shape::kVChunks;
-      const int64_t key = key0 + row;
-      const bool valid = key >= lo && key <= hi;
-      const int64_t slot = at.slot0 + row;
-      const uint8_t* src = is_key ? k_rows + slot * p.k_stride[1] + chunk * 16
-                                  : v_rows + slot * p.v_stride[1] + chunk * 16;
-      uint8_t* dst =
-          is_key
-              ? stage + chunk_byte<Shape::kBits, Shape::kKChunks, kKRowBytes, false>(row, chunk)
-              : v_stage + chunk_byte<Shape::kBits, Shape::kVChunks, kVRowBytes, true>(row, chunk);
-      copy_async_16(dst, valid ? src : p.k, valid);
+      for (int u = 0; u < (kCopies + 31) / 32; ++u) {
+        const int c = lane + 32 * u;
+        if (kCopies % 32 != 0 && c >= kCopies) break;
+        const bool is_key = c < kKCopies;
+        const int cv = c - kKCopies;
+        const int row = is_key ? c / Shape::kKChunks : cv / Shape::kVChunks;
+        const int chunk = is_key ? c % Shape::kKChunks : cv % Shape::kVChunks;
+        const bool valid = row >= row_lo && row <= row_hi;
+        const uint8_t* src = is_key ? k_rows + row * k_row_bytes + chunk * 16
+                                    : v_rows + row * v_row_bytes + chunk * 16;
+        uint8_t* dst =
+            is_key
+                ? stage + chunk_byte<Shape::kBits, Shape::kKChunks, kKRowBytes, false>(row, chunk)
+                : v_stage + chunk_byte<Shape::kBits, Shape::kVChunks, kVRowBytes, true>(row, chunk);
+        copy_async_16(dst, valid ? src : p.k, valid);
+      }
     }
   }
   if constexpr (Shape::kScalesInStage)

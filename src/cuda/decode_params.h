@@ -37,6 +37,17 @@ struct WorkItem {
   int64_t offset = 0;
   int32_t count = 0;  // the tile's exact count
   int32_t chain = 1;  // consecutive splits of the tile this CTA computes
+  // The CTA's keys (filled by plan_decode once the chain is set): split j of the CTA covers the
+  // split_keys keys from key_begin + j * split_keys; [load_lo, load_hi] are the keys of the CTA's
+  // splits that some row of the tile sees, [full_lo, full_hi] those that every row sees. Computed
+  // once on the host rather than by every thread of the CTA, whose first copies it would delay
+  // behind a 64-bit division.
+  int64_t key_begin = 0;
+  int64_t split_keys = 0;
+  int64_t load_lo = 0;
+  int64_t load_hi = -1;
+  int64_t full_lo = 0;
+  int64_t full_hi = -1;
 };
 
 struct DecodeParams {

@@ -62,8 +62,9 @@ struct DecodeShape {
   static constexpr bool kChains = !is_mx(KV);
   static constexpr int kQFragBytes = 2 * kKSteps * 32 * 16;  // hi and lo A fragments
   static constexpr int kQStageBytes = kRowsPerBlock * DQK * 4;
-  // Per row: each warp's max and sum, the row's exponent and LSE; per warp: its merge stage.
-  static constexpr int kStatsBytes = (2 * kWarps + 2) * kRowsPerBlock * 4 + kWarps * 4;
+  // Per row: each warp's max and sum, the row's exponent and LSE, its query row and head; per
+  // warp: its merge stage.
+  static constexpr int kStatsBytes = (2 * kWarps + 4) * kRowsPerBlock * 4 + kWarps * 4;
   static constexpr int kSmemBytes = kLoopBytes + kQFragBytes + kQStageBytes + kStatsBytes;
   // CTAs per SM the register budget must allow: as many as the shared memory holds (228 KB per SM,
   // 1 KB of it reserved per CTA), at most three (168 registers a thread), at least two.
