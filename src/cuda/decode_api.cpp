@@ -159,6 +159,9 @@ Status check_run_args(const DecodePlan::Impl& plan, const AttentionArgs& d) {
 detail::DecodeParams params_for(const DecodePlan::Impl& plan, const AttentionArgs& d) {
   detail::DecodeParams p = plan.params;
   p.q = d.q.data;
+  p.q_rows_vectorized = (p.q_dtype == DType::bf16 || p.q_dtype == DType::f16) &&
+                        p.q_stride[3] == 1 && p.q_stride[0] % 8 == 0 && p.q_stride[1] % 8 == 0 &&
+                        p.q_stride[2] % 8 == 0 && reinterpret_cast<uintptr_t>(d.q.data) % 16 == 0;
   p.q_scales = static_cast<const uint8_t*>(d.q_scales.data);
   p.k = static_cast<const uint8_t*>(d.k.data);
   p.v = static_cast<const uint8_t*>(d.v.data);

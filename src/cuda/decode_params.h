@@ -55,6 +55,9 @@ struct DecodeParams {
   const void* q = nullptr;
   DType q_dtype = DType::f32;
   bool q_split_lo = false;  // the key product type cannot hold Q exactly: add its rounding error
+  // 16-bit Q whose rows are contiguous and 16-byte aligned: read 8 elements a load (params_for
+  // sets it per run, from the run's pointer).
+  bool q_rows_vectorized = false;
   int64_t q_stride[4] = {};
   const uint8_t* q_scales = nullptr;
   int64_t q_scale_stride[4] = {};

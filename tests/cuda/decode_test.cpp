@@ -392,6 +392,42 @@ TEST(CudaDecode, SplitsPerCtaChangeNoBit) {
   EXPECT_GT(2 * chained_problems, runs);
 }
 
+// Tiles of many non-empty splits: 34 (split_kv 40 over 100 key tiles: the combine keeps each
+// lane's two L_s and weights in registers, the second in use) and 100 (past 64: the combine reads
+// L_s again per split), combined inside the split kernel and, with the counts asked for, by the
+// combine kernel, at head dims 64 (half the lanes of a combine warp past Dv) and 128; all match
+// the reference.
+TEST(CudaDecode, ManySplitsCombine) {
+  for (const int32_t splits : {40, 100}) {
+    for (const bool counts : {false, true}) {
+      Spec s = decode_spec(9100 + uint64_t(splits) + counts, DType::bf16, 1600, 4'000'000);
+      s.dim_qk = s.dim_v = counts ? 128 : 64;
+      s.batch = 1;
+      s.heads_kv = 2;
+      s.heads_q = 4;
+      s.page_size = 0;
+      s.spare_pages = 0;
+      s.seq_k = 1600;
+      s.kv_len = {};
+      s.window = -1;
+      s.causal = Causal::none;
+      s.prefix_offset = {};
+      s.tile_n = 16;  // 100 key tiles
+      s.split_kv = splits;
+      s.early_exit = false;
+      s.partials = false;
+      s.counts = counts;
+      SCOPED_TRACE(s.describe());
+      TestProblem ref(s);
+      ASSERT_TRUE(ref.run(Engine::cpu_reference).is_ok());
+      TestProblem got(s);
+      DeviceProblem dev(got);
+      ASSERT_TRUE(run_cuda(got, dev).is_ok());
+      expect_matches(ref, ref.outputs(), got.outputs());
+    }
+  }
+}
+
 // Running the combine kernel again over the same partials reproduces O bitwise (the first runs
 // combined inside the split kernel, as a plan without user partials or counts does); two runs
 // agree bitwise.
