@@ -239,9 +239,6 @@ Status plan_decode(const AttentionArgs& args, DecodePlan* plan, const DecodeOpti
         w.b = int32_t(b);
         w.q_tile = int32_t(t);
         w.split = int32_t(s);
-        w.splits = int32_t(qt.splits);
-        w.run_begin = qt.run.begin;
-        w.run_count = qt.run.count;
         w.last = vis.last;
         w.offset = vis.offset;
         w.count = int32_t(qt.count);
@@ -324,21 +321,24 @@ Status plan_decode(const AttentionArgs& args, DecodePlan* plan, const DecodeOpti
     }
     work = std::move(chained);
   }
-  // Each CTA's keys (WorkItem::key_begin ...), from the shared partition; what the kernel's
+  // Each CTA's keys (WorkItem::keys), from the shared partition; what the kernel's
   // threads would otherwise each compute before their first copy.
   for (detail::WorkItem& w : work) {
     const core::Visibility vis = p.visibility(w.b);
-    const core::TileRun run{w.run_begin, w.run_count};
-    const int64_t iters = core::split_iters(run.count, w.splits);
+    // The tile's partition, as the combine reads it.
+    const detail::TileInfo& tile = tiles[size_t(int64_t(w.b) * q_tiles + w.q_tile)];
+    const core::TileRun run{tile.run_begin, tile.run_count};
+    const int64_t iters = core::split_iters(run.count, tile.splits);
     const core::TileRun keys = core::consecutive_split_tiles(run, iters, w.split, w.chain);
     const int64_t row_first = int64_t(w.q_tile) * split.tile_m;
     const int64_t row_last = std::min(row_first + split.tile_m, p.seq_q) - 1;
-    w.key_begin = keys.begin * split.tile_n;
-    w.split_keys = iters * split.tile_n;
-    w.load_lo = std::max(w.key_begin, vis.lo(row_first));
-    w.load_hi = std::min((keys.begin + keys.count) * split.tile_n - 1, vis.hi(row_last));
-    w.full_lo = std::max(w.load_lo, vis.lo(row_last));
-    w.full_hi = std::min(w.load_hi, vis.hi(row_first));
+    detail::CtaKeys& k = w.keys;
+    k.key_begin = keys.begin * split.tile_n;
+    k.split_keys = iters * split.tile_n;
+    k.load_lo = std::max(k.key_begin, vis.lo(row_first));
+    k.load_hi = std::min((keys.begin + keys.count) * split.tile_n - 1, vis.hi(row_last));
+    k.full_lo = std::max(k.load_lo, vis.lo(row_last));
+    k.full_hi = std::min(k.load_hi, vis.hi(row_first));
   }
   if (p.heads_kv * row_blocks > 65535 || int64_t(work.size()) > int64_t(INT32_MAX)) {
     return Status::unsupported(

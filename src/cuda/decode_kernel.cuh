@@ -66,19 +66,13 @@ struct SplitSteps {
 // splits (tile_n is a multiple of 16), so a key of a split's step is loadable (or seen by every
 // row) exactly when it lies in the CTA's range: [load_lo, load_hi] and [full_lo, full_hi] hold for
 // every split of the CTA.
-struct SplitRange {
+struct SplitRange : CtaKeys {
   int64_t b = 0;
   int64_t hkv = 0;
   int64_t row_first = 0;     // first query row of the tile
   int64_t tile_rows = 0;     // query rows in the tile
   int64_t packed_first = 0;  // first packed row of this CTA
   int block_rows = 0;        // packed rows of this CTA (<= 16)
-  int64_t load_lo = 0;       // keys of the splits any row of the tile sees: [load_lo, load_hi]
-  int64_t load_hi = -1;
-  int64_t full_lo = 0;  // keys every row of the tile sees: [full_lo, full_hi]
-  int64_t full_hi = -1;
-  int64_t key_begin = 0;   // first key of the first split's tiles
-  int64_t split_keys = 0;  // keys of a split's tiles
 
   // The steps of split j of the CTA (none for a split without loadable keys).
   __device__ SplitSteps steps_of(int j) const {
@@ -125,12 +119,7 @@ __device__ __forceinline__ SplitRange split_range(const DecodeParams& p, const W
   s.block_rows =
       int(core::max64(0, core::min64(kRowsPerBlock, s.tile_rows * p.group - s.packed_first)));
   s.head_first = s.hkv * p.group;
-  s.key_begin = work.key_begin;
-  s.split_keys = work.split_keys;
-  s.load_lo = work.load_lo;
-  s.load_hi = work.load_hi;
-  s.full_lo = work.full_lo;
-  s.full_hi = work.full_hi;
+  static_cast<CtaKeys&>(s) = work.keys;
   return s;
 }
 

@@ -22,6 +22,20 @@ struct TileInfo {
   int32_t count = 0;
 };
 
+// The keys of one CTA of the split kernel: split j of the CTA covers the split_keys keys from
+// key_begin + j * split_keys; [load_lo, load_hi] are the keys of the CTA's splits that some row of
+// its query tile sees, [full_lo, full_hi] those that every row sees. Computed once on the host
+// rather than by every thread of the CTA, whose first copies they would delay behind a 64-bit
+// division.
+struct CtaKeys {
+  int64_t key_begin = 0;
+  int64_t split_keys = 0;
+  int64_t load_lo = 0;
+  int64_t load_hi = -1;
+  int64_t full_lo = 0;
+  int64_t full_hi = -1;
+};
+
 // One CTA of the split kernel (times heads_kv * row_blocks in gridDim.y), with what it needs of
 // its query tile and sequence, so that a CTA starts from a single load. The CTA computes splits
 // [split, split + chain) of its tile, one after the other, its copies running on from one split
@@ -29,25 +43,12 @@ struct TileInfo {
 struct WorkItem {
   int32_t b = 0;
   int32_t q_tile = 0;
-  int32_t split = 0;   // the first split of the CTA
-  int32_t splits = 1;  // the tile's split_kv
-  int64_t run_begin = 0;
-  int64_t run_count = 0;
+  int32_t split = 0;  // the first split of the CTA
   int64_t last = -1;  // the sequence's core::Visibility (from Problem::visibility)
   int64_t offset = 0;
   int32_t count = 0;  // the tile's exact count
   int32_t chain = 1;  // consecutive splits of the tile this CTA computes
-  // The CTA's keys (filled by plan_decode once the chain is set): split j of the CTA covers the
-  // split_keys keys from key_begin + j * split_keys; [load_lo, load_hi] are the keys of the CTA's
-  // splits that some row of the tile sees, [full_lo, full_hi] those that every row sees. Computed
-  // once on the host rather than by every thread of the CTA, whose first copies it would delay
-  // behind a 64-bit division.
-  int64_t key_begin = 0;
-  int64_t split_keys = 0;
-  int64_t load_lo = 0;
-  int64_t load_hi = -1;
-  int64_t full_lo = 0;
-  int64_t full_hi = -1;
+  CtaKeys keys;       // filled by plan_decode once the chain is set
 };
 
 struct DecodeParams {
