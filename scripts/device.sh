@@ -27,7 +27,7 @@ BUILD="${BUILD:-build/device}"
 WORK="$(mktemp -d)"
 JOBS="$(nproc)"
 SECTIONS=(build gpu_tests prefill_bench decode_bench sanitizer dist python cpu_bench)
-DECODE_FILTER='KvTypes/CudaDecodeSanitized.*:CudaDecode.ManyQueryTiles*:CudaDecode.ManySplitsCombine*:CudaDecode.RowsThatSeeNothing*:CudaDecode.GraphReplay*:CudaKvFormat.E8m0*'
+DECODE_FILTER='KvTypes/CudaDecodeSanitized.*:CudaDecode.NarrowMx*:CudaDecode.ManyQueryTiles*:CudaDecode.ManySplitsCombine*:CudaDecode.RowsThatSeeNothing*:CudaDecode.GraphReplay*:CudaKvFormat.E8m0*'
 PREFILL_FILTER='Types/CudaPrefillSanitized.*:CudaPrefillFeaturesSanitized.*:CudaPrefill.RowsThatSeeNothing*'
 NCCL_FILTER='NcclShardedAttention.OneGpuCudaEngine*'
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
@@ -236,12 +236,13 @@ ours, anchors = load("decode_bench.json"), load("torch_sdpa_decode.json")
 if ours:
     anchor = {(r["shape"], r["backend"]): r.get("us") for r in (anchors or {}).get("results", [])}
     print(f"decode: probe (read-only, 2 GiB) {ours['probe_gbps']:.0f} GB/s")
-    print(f"{'shape':22} {'kv':5} {'tile_n':>6} {'t/spl':>5} {'s/cta':>5} {'us':>9} {'GB/s':>6} {'%probe':>6} {'cudnn_us':>9} {'x_cudnn':>7} {'flash_us':>9} {'x_flash':>7}")
+    print(f"{'shape':22} {'kv':10} {'tile_n':>6} {'t/spl':>5} {'s/cta':>5} {'us':>9} {'GB/s':>6} {'%probe':>6} {'cudnn_us':>9} {'x_cudnn':>7} {'flash_us':>9} {'x_flash':>7}")
     for r in ours["results"]:
         c, f = anchor.get((r["shape"], "cudnn")), anchor.get((r["shape"], "flash"))
         ratio = lambda a: f"{a / r['us']:7.2f}" if a else f"{'n/a':>7}"
         us = lambda a: f"{a:9.2f}" if a else f"{'n/a':>9}"
-        print(f"{r['shape']:22} {r['kv']:5} {str(r.get('tile_n') or 'auto'):>6} "
+        kv = r['kv'] + (' wide' if r.get('wide_mx') else '')
+        print(f"{r['shape']:22} {kv:10} {str(r.get('tile_n') or 'auto'):>6} "
               f"{str(r.get('tiles_per_split') or 'auto'):>5} {str(r.get('splits_per_cta') or 'auto'):>5} {r['us']:9.2f} {r['gbps']:6.0f} "
               f"{100 * r['gbps'] / ours['probe_gbps']:5.1f}% {us(c)} {ratio(c)} {us(f)} {ratio(f)}")
 cpu, torch_cpu = load("cpu_attention.json"), load("torch_sdpa_cpu.json")

@@ -138,6 +138,7 @@ struct Result {
   bool default_tile = true;     // tile_n is the engine's own choice (default_tile_n)
   int64_t tiles_per_split = 0;  // the auto split's target; 0: the engine's default
   int32_t splits_per_cta = 0;   // DecodeOptions::splits_per_cta; 0: the engine's choice
+  bool wide_mx = false;         // DecodeOptions::narrow_mx off: the general kernel for MX caches
   double us = 0, kv_bytes = 0, gbps = 0;
   int64_t ctas = 0;
   bool combines = false;
@@ -149,7 +150,7 @@ mxattn::TensorView view(void* data, mxattn::DType t, std::initializer_list<int64
 }
 
 Result run_shape(const Shape& s, mxattn::DType kv, int64_t tile_n, cudaStream_t stream, int reps,
-                 int64_t tiles_per_split = 0, int32_t splits_per_cta = 0) {
+                 int64_t tiles_per_split = 0, int32_t splits_per_cta = 0, bool wide_mx = false) {
   using mxattn::DType;
   constexpr int64_t kDim = 128;
   const bool mx = mxattn::is_mx(kv);
@@ -186,7 +187,8 @@ Result run_shape(const Shape& s, mxattn::DType kv, int64_t tile_n, cudaStream_t 
   a.split.auto_target = int32_t(tiles_per_split);
 
   mxattn::cuda::DecodePlan plan;
-  check_status(mxattn::cuda::plan_decode(a, &plan, {.splits_per_cta = splits_per_cta}),
+  check_status(mxattn::cuda::plan_decode(a, &plan,
+                                         {.splits_per_cta = splits_per_cta, .narrow_mx = !wide_mx}),
                "plan_decode");
   check_status(mxattn::cuda::run_decode(plan, a, stream), "run_decode");
   CHECK_CUDA(cudaStreamSynchronize(stream));
@@ -200,6 +202,7 @@ Result run_shape(const Shape& s, mxattn::DType kv, int64_t tile_n, cudaStream_t 
   r.default_tile = tile_n == 0;
   r.tiles_per_split = tiles_per_split;
   r.splits_per_cta = splits_per_cta;
+  r.wide_mx = wide_mx;
   r.us = time_graph(graph, stream, reps, small ? 50 : 5);
   r.kv_bytes = double(2 * (kv_bytes + scale_bytes));
   r.gbps = r.kv_bytes / (r.us * 1e-6) / 1e9;
@@ -253,6 +256,9 @@ int main(int argc, char** argv) {
   std::vector<Result> results;
   for (const Shape& s : shapes) {
     for (mxattn::DType kv : kvs) results.push_back(run_shape(s, kv, 0, stream, reps));
+    // The general MX kernel beside the narrow one the engine picks here (same partition).
+    for (mxattn::DType kv : {mxattn::DType::e4m3, mxattn::DType::e2m3, mxattn::DType::e2m1})
+      results.push_back(run_shape(s, kv, 0, stream, reps, 0, 0, true));
     // The large shapes: bf16 with CTAs computing 1, 2 or 4 splits each beside the engine's choice
     // (same partition, same result bits), and bf16 and MXFP8 with longer splits (32 key tiles, a
     // different partition) for comparison: what each split's fixed costs take.
@@ -278,7 +284,7 @@ int main(int argc, char** argv) {
 
   std::printf("device: %s, %d SMs; read-only probe over 2 GiB: %.0f GB/s\n", prop.name,
               prop.multiProcessorCount, probe);
-  std::printf("%-22s %-5s %7s %6s %6s %10s %9s %7s %7s %11s %9s\n", "shape", "kv", "tile_n",
+  std::printf("%-22s %-10s %7s %6s %6s %10s %9s %7s %7s %11s %9s\n", "shape", "kv", "tile_n",
               "t/spl", "s/cta", "time_us", "GB/s", "%probe", "CTAs", "combine_us", "comb_GB/s");
   for (const Result& r : results) {
     char target[24] = "auto", per_cta[24] = "auto";
@@ -286,14 +292,16 @@ int main(int argc, char** argv) {
       std::snprintf(target, sizeof target, "%lld", static_cast<long long>(r.tiles_per_split));
     }
     if (r.splits_per_cta > 0) std::snprintf(per_cta, sizeof per_cta, "%d", r.splits_per_cta);
-    std::printf("%-22s %-5s %6lld%s %6s %6s %10.2f %9.0f %6.1f%% %7lld %11.2f %9.0f\n",
-                r.shape.c_str(), r.kv.c_str(), static_cast<long long>(r.tile_n),
+    const std::string kv = r.kv + (r.wide_mx ? " wide" : "");
+    std::printf("%-22s %-10s %6lld%s %6s %6s %10.2f %9.0f %6.1f%% %7lld %11.2f %9.0f\n",
+                r.shape.c_str(), kv.c_str(), static_cast<long long>(r.tile_n),
                 r.default_tile ? "*" : " ", target, per_cta, r.us, r.gbps, 100.0 * r.gbps / probe,
                 static_cast<long long>(r.ctas), r.combine_us, r.combine_gbps);
   }
   std::printf(
       "(* the engine's own tile_n, mxattn::cuda::default_tile_n; t/spl: key tiles per split of "
-      "the auto split; s/cta: splits a CTA computes; auto: the engine's choice)\n");
+      "the auto split; s/cta: splits a CTA computes; auto: the engine's choice; wide: the general "
+      "MX kernel where the engine picks the narrow one)\n");
 
   FILE* f = std::fopen(json_path.c_str(), "w");
   if (f == nullptr) {
@@ -304,16 +312,17 @@ int main(int argc, char** argv) {
                prop.name, probe);
   for (size_t n = 0; n < results.size(); ++n) {
     const Result& r = results[n];
-    std::fprintf(f,
-                 "    {\"shape\": \"%s\", \"kv\": \"%s\", \"tile_n\": %lld, \"default_tile\": %s, "
-                 "\"tiles_per_split\": %lld, \"splits_per_cta\": %d, \"us\": %.3f, "
-                 "\"kv_bytes\": %.0f, \"gbps\": %.1f, \"ctas\": %lld, \"combines\": %s, "
-                 "\"combine_us\": %.3f, \"combine_gbps\": %.1f}%s\n",
-                 r.shape.c_str(), r.kv.c_str(), static_cast<long long>(r.tile_n),
-                 r.default_tile ? "true" : "false", static_cast<long long>(r.tiles_per_split),
-                 r.splits_per_cta, r.us, r.kv_bytes, r.gbps, static_cast<long long>(r.ctas),
-                 r.combines ? "true" : "false", r.combine_us, r.combine_gbps,
-                 n + 1 < results.size() ? "," : "");
+    std::fprintf(
+        f,
+        "    {\"shape\": \"%s\", \"kv\": \"%s\", \"tile_n\": %lld, \"default_tile\": %s, "
+        "\"tiles_per_split\": %lld, \"splits_per_cta\": %d, \"wide_mx\": %s, \"us\": %.3f, "
+        "\"kv_bytes\": %.0f, \"gbps\": %.1f, \"ctas\": %lld, \"combines\": %s, "
+        "\"combine_us\": %.3f, \"combine_gbps\": %.1f}%s\n",
+        r.shape.c_str(), r.kv.c_str(), static_cast<long long>(r.tile_n),
+        r.default_tile ? "true" : "false", static_cast<long long>(r.tiles_per_split),
+        r.splits_per_cta, r.wide_mx ? "true" : "false", r.us, r.kv_bytes, r.gbps,
+        static_cast<long long>(r.ctas), r.combines ? "true" : "false", r.combine_us, r.combine_gbps,
+        n + 1 < results.size() ? "," : "");
   }
   std::fprintf(f, "  ]\n}\n");
   std::fclose(f);

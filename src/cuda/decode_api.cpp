@@ -120,7 +120,7 @@ Status check_support(const core::Problem& p, const core::SplitParams& split) {
     return Status::unsupported(
         "K and V: the CUDA decode engine reads bf16, f16 or MX caches; found f32");
   }
-  if (detail::split_kernel(a.k.dtype, p.dim_qk, p.dim_v).function == nullptr) {
+  if (detail::split_kernel(a.k.dtype, p.dim_qk, p.dim_v, false).function == nullptr) {
     return Status::unsupported(
         cat("head dims: the CUDA decode engine supports (Dqk, Dv) = (64, 64), (128, 128), "
             "(256, 256) or (192, 128); found (",
@@ -246,7 +246,10 @@ Status plan_decode(const AttentionArgs& args, DecodePlan* plan, const DecodeOpti
       }
     }
   }
-  impl->split = detail::split_kernel(args.k.dtype, p.dim_qk, p.dim_v);
+  const int64_t tile_rows = std::min(split.tile_m, p.seq_q);
+  const bool narrow = options.narrow_mx && args.v_scale_axis == VScaleAxis::head_dim &&
+                      tile_rows * p.group <= detail::kNarrowRows;
+  impl->split = detail::split_kernel(args.k.dtype, p.dim_qk, p.dim_v, narrow);
   impl->combine = detail::combine_kernel();
   int device = 0;
   if (Status st =
@@ -261,7 +264,6 @@ Status plan_decode(const AttentionArgs& args, DecodePlan* plan, const DecodeOpti
     return cuda_failure("split kernel attributes", e);
   }
 
-  const int64_t tile_rows = std::min(split.tile_m, p.seq_q);
   const int64_t row_blocks =
       (tile_rows * p.group + detail::kRowsPerBlock - 1) / detail::kRowsPerBlock;
 

@@ -435,9 +435,11 @@ __device__ __forceinline__ int merge_index(int row, int dim) {
 
 // The warps' running state of one split: O unnormalized, each row's reference maximum (log2 units)
 // and its sum of exponentials (reduced over the lane quad).
-template <int DV>
+// The narrow kernel (decode_narrow.cuh) holds O transposed: value dims as the product's rows,
+// query rows as its 8 columns, half the accumulators.
+template <int DV, bool kNarrow = false>
 struct WarpState {
-  float o[DV / 8][4];
+  float o[kNarrow ? DV / 16 : DV / 8][4];
   float row_max[2];
   float row_sum[2];
 };
@@ -448,10 +450,10 @@ struct WarpState {
 // rows go DV / kChunk dims at a time. The warps are summed in the same order whatever the chunk,
 // so a split's result does not depend on how many splits its CTA computes. warp_max and warp_sum
 // ([kWarps][16]) take each warp's row maxima and sums, row_lse ([16]) the rows' LSE.
-template <int DV, int kChunk, int kValueShiftExponent, class Area>
+template <int DV, int kChunk, int kValueShiftExponent, bool kNarrow, class Area>
 __device__ __forceinline__ void finish_split(const DecodeParams& p, const SplitRange& range,
                                              int split, bool write_final, bool write_partial,
-                                             const WarpState<DV>& st, float* warp_max,
+                                             const WarpState<DV, kNarrow>& st, float* warp_max,
                                              float* warp_sum, float* row_lse, float* own,
                                              const Area& area) {
   constexpr float kValueShift = float(kValueShiftExponent);
@@ -460,20 +462,41 @@ __device__ __forceinline__ void finish_split(const DecodeParams& p, const SplitR
   // Rows 8-15 only where the CTA has them (warp-uniform): decode packs few rows, often one.
   const bool upper_rows = range.block_rows > 8;
   const auto write_rows = [&](int chunk) {
+    if constexpr (kNarrow) {
+      // Lane (g, q) holds dims (DV / 8) g + 2j (+1 for e >= 2) of rows 2q, 2q + 1.
 #pragma unroll
-    for (int c = 0; c < DV / 64; ++c)
-#pragma unroll
-      for (int i = 0; i < 8; ++i)
+      for (int j = 0; j < DV / 16; ++j)
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
-          const int row = g + 8 * (e >> 1);
-          const int dim = 64 * c + 8 * (2 * q4 + (e & 1)) + i;
-          if ((e < 2 || upper_rows) && dim / kChunk == chunk)
-            own[merge_index<kChunk>(row, dim % kChunk)] = st.o[8 * c + i][e];
+          const int row = 2 * q4 + (e & 1);
+          const int dim = (DV / 8) * g + 2 * j + (e >> 1);
+          if (dim / kChunk == chunk) own[merge_index<kChunk>(row, dim % kChunk)] = st.o[j][e];
         }
+    } else {
+#pragma unroll
+      for (int c = 0; c < DV / 64; ++c)
+#pragma unroll
+        for (int i = 0; i < 8; ++i)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int row = g + 8 * (e >> 1);
+            const int dim = 64 * c + 8 * (2 * q4 + (e & 1)) + i;
+            if ((e < 2 || upper_rows) && dim / kChunk == chunk)
+              own[merge_index<kChunk>(row, dim % kChunk)] = st.o[8 * c + i][e];
+          }
+    }
   };
   write_rows(0);
-  if (q4 == 0) {
+  if constexpr (kNarrow) {
+    // Rows 2q and 2q + 1, their statistics already reduced over the lane's key groups.
+    if (g == 0) {
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        warp_max[warp * kRowsPerBlock + 2 * q4 + r] = st.row_max[r];
+        warp_sum[warp * kRowsPerBlock + 2 * q4 + r] = st.row_sum[r];
+      }
+    }
+  } else if (q4 == 0) {
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       warp_max[warp * kRowsPerBlock + g + 8 * r] = st.row_max[r];
@@ -836,16 +859,6 @@ template <DType KV, int DQK, int DV>
 KernelRef decode_kernel_ref() {
   return {reinterpret_cast<const void*>(&decode_split_kernel<KV, DQK, DV>),
           DecodeShape<KV, DQK, DV>::kSmemBytes, DecodeShape<KV, DQK, DV>::kChains};
-}
-
-// The instances of one KV type: (64, 64), (128, 128), (256, 256), (192, 128).
-template <DType KV>
-KernelRef decode_kernel_for_dims(int64_t dim_qk, int64_t dim_v) {
-  if (dim_qk == 64 && dim_v == 64) return decode_kernel_ref<KV, 64, 64>();
-  if (dim_qk == 128 && dim_v == 128) return decode_kernel_ref<KV, 128, 128>();
-  if (dim_qk == 256 && dim_v == 256) return decode_kernel_ref<KV, 256, 256>();
-  if (dim_qk == 192 && dim_v == 128) return decode_kernel_ref<KV, 192, 128>();
-  return {};
 }
 
 }  // namespace mxattn::cuda::detail

@@ -500,6 +500,62 @@ TEST(CudaDecode, ExtremeScalesMatchReference) {
   }
 }
 
+// The narrow MX kernel (CTAs of at most 8 packed rows, V scales along the head dim) applies V's
+// scales in f16 while each step's scales stay in a window around the warp's exponent T, and takes
+// the exact path for a step that leaves it. Keys whose V blocks differ by 2^24 within the key,
+// scales far above and below the window, and a sequence whose first step's scales are tiny (T at
+// its lower clamp, so that most of its steps leave the window): every path against the reference,
+// and the general kernel on the same problem.
+TEST(CudaDecode, NarrowMxScaleWindowMatchesReference) {
+  for (const int64_t dim : {int64_t(128), int64_t(64)}) {
+    for (DType kv : {DType::e4m3, DType::e2m3, DType::e3m2, DType::e2m1}) {
+      Spec s = fixed_spec(kv);
+      s.dim_qk = s.dim_v = dim;
+      SCOPED_TRACE(s.describe());
+      TestProblem ref(s);
+      TestProblem narrow(s, ref.data());
+      TestProblem wide(s, ref.data());
+      for (TestProblem* problem : {&ref, &narrow, &wide}) {
+        const AttentionArgs& a = problem->args();
+        const auto set_scale = [&](int64_t b, int64_t key, int64_t block, int e) {
+          static_cast<uint8_t*>(a.v_scales.data)[core::offset_of(a.v_scales, b, key, 0, block)] =
+              uint8_t(e);
+        };
+        set_scale(0, 40, 0, 127 + 12);  // one key, blocks 2^24 apart
+        set_scale(0, 40, 1, 127 - 12);
+        set_scale(0, 41, 0, 127 + 40);          // above every window
+        set_scale(0, 300, 1, 127 - 40);         // below every window
+        for (int64_t key = 0; key < 64; ++key)  // batch 2: its first steps' scales tiny
+          for (int64_t block = 0; block < dim / 32; ++block) set_scale(2, key, block, 127 - 60);
+      }
+      ASSERT_TRUE(ref.run(Engine::cpu_reference).is_ok());
+      const Outputs want = ref.outputs();
+      for (const bool use_narrow : {true, false}) {
+        SCOPED_TRACE(use_narrow ? "narrow kernel" : "general kernel");
+        TestProblem& got = use_narrow ? narrow : wide;
+        DeviceProblem dev(got);
+        const Status st = run_cuda(got, dev, cuda::DecodeOptions{.narrow_mx = use_narrow});
+        ASSERT_TRUE(st.is_ok()) << st.message();
+        expect_matches(ref, want, got.outputs());
+      }
+    }
+  }
+}
+
+// The general MX kernel on random problems where the engine would pick the narrow one (V scales
+// along the head dim, at most 8 packed rows a CTA): it still serves wider CTAs and V scales along
+// the keys, and stays the comparison for the narrow kernel.
+TEST(CudaDecode, GeneralMxKernelWhereNarrowFits) {
+  for (DType kv : {DType::e4m3, DType::e2m3, DType::e2m1}) {
+    for (uint64_t n = 0; n < 6; ++n) {
+      Spec s = decode_spec(5000 + 1000 * uint64_t(kv) + n, kv, 640, 6'000'000);
+      s.v_axis = VScaleAxis::head_dim;
+      s.tile_m = 1;
+      check_random_problem(s, cuda::DecodeOptions{.narrow_mx = false});
+    }
+  }
+}
+
 // Many query tiles (Sq = 200: 13 tiles of 16 rows), causal from the bottom right, the auto split,
 // GQA 4: the shape of a chunked-prefill step that the decode engine also serves when the caller
 // asks for partials.
