@@ -129,11 +129,14 @@ __device__ __forceinline__ void load_step_scales_narrow(const DecodeParams& p, i
 
 // S^T for one step: lane holds keys g (s[0], s[1]) and g + 8 (s[2], s[3]) of rows 2q, 2q + 1.
 // Each 32-dim block is its own product of raw codes, scaled in f32 by the two keys' scales.
-template <DType KV, int DQK, int DV>
-__device__ __forceinline__ void narrow_scores(const uint8_t* k_tile, const uint32_t* q_frags,
-                                              bool q_has_lo, const NarrowScales& scales,
-                                              bool scale_ends, float (&s)[4]) {
-  using Shape = DecodeShape<KV, DQK, DV>;
+// Q^T's B fragments of one lane (narrow_q_fragments): per block (two k16 steps), one 16-byte
+// entry {step 2b registers 0, 1; step 2b + 1 registers 0, 1}, the rounding errors' entries
+// DQK / 32 blocks on.
+template <DType KV, int DQK, int DV, bool kLo>
+__device__ __forceinline__ void narrow_scores(const uint8_t* k_tile, const uint4* q_narrow,
+                                              const NarrowScales& scales, bool scale_ends,
+                                              float (&s)[4]) {
+  using Shape = DecodeShape<KV, DQK, DV, true>;
   const int lane = threadIdx.x & 31, g = lane >> 2, q4 = lane & 3;
 #pragma unroll
   for (int e = 0; e < 4; ++e) s[e] = 0.0f;
@@ -150,19 +153,14 @@ __device__ __forceinline__ void narrow_scores(const uint8_t* k_tile, const uint3
       decode_group<KV>(w, kr[t]);
     }
     float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    const uint4 q = q_narrow[blk * 32 + lane];
+    uint4 l{};
+    if constexpr (kLo) l = q_narrow[(DQK / 32 + blk) * 32 + lane];
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      const int ks = 2 * blk + h;
-      // Q's fragments are built as the wide kernel's A operand (rows g, g + 8): rows g of
-      // registers 0 and 2 are Q^T's B operand.
-      const uint4 q = *reinterpret_cast<const uint4*>(q_frags + (ks * 32 + lane) * 4);
       const uint32_t a[4] = {kr[0][2 * h], kr[1][2 * h], kr[0][2 * h + 1], kr[1][2 * h + 1]};
-      mma_16x8x16<MmaType::f16>(c, a, q.x, q.z);
-      if (q_has_lo) {
-        const uint4 l =
-            *reinterpret_cast<const uint4*>(q_frags + ((Shape::kKSteps + ks) * 32 + lane) * 4);
-        mma_16x8x16<MmaType::f16>(c, a, l.x, l.z);
-      }
+      mma_16x8x16<MmaType::f16>(c, a, h ? q.z : q.x, h ? q.w : q.y);
+      if constexpr (kLo) mma_16x8x16<MmaType::f16>(c, a, h ? l.z : l.x, h ? l.w : l.y);
     }
     float key_scale[2];
 #pragma unroll
@@ -223,7 +221,7 @@ struct NarrowValues {
 template <DType KV, int DQK, int DV>
 __device__ __forceinline__ void load_narrow_values(const uint8_t* v_tile, int lane,
                                                    NarrowValues<KV, DV>& v) {
-  using Shape = DecodeShape<KV, DQK, DV>;
+  using Shape = DecodeShape<KV, DQK, DV, true>;
   const int g = lane >> 2, q4 = lane & 3;
 #pragma unroll
   for (int e = 0; e < 4; ++e) {
@@ -307,10 +305,10 @@ __device__ __forceinline__ void mask_step_narrow(const SplitRange& range,
 }
 
 template <DType KV, int DQK, int DV>
-__global__ void __launch_bounds__(kWarps * 32, (DecodeShape<KV, DQK, DV>::kMinBlocksPerSm))
+__global__ void __launch_bounds__(kWarps * 32, (DecodeShape<KV, DQK, DV, true>::kMinBlocksPerSm))
     decode_split_kernel_narrow(const __grid_constant__ DecodeParams p) {
   using Format = KvFormat<KV>;
-  using Shape = DecodeShape<KV, DQK, DV>;
+  using Shape = DecodeShape<KV, DQK, DV, true>;
   using Window = NarrowWindow<KV>;
   static_assert(Format::kMx && !Shape::kChains);
   constexpr int kStages = Shape::kStages;
@@ -376,6 +374,21 @@ __global__ void __launch_bounds__(kWarps * 32, (DecodeShape<KV, DQK, DV>::kMinBl
 
   build_q_fragments<KV, DQK>(p, range, q_stage, row_exponent, q_frags);
   const bool q_has_lo = p.q_split_lo;
+  // Q^T's B fragments, rows g of the A fragments' registers 0 and 2, repacked two k16 steps to a
+  // 16-byte entry into Q's stage, free now: each lane writes and later reads only its own entries.
+  uint4* q_narrow = reinterpret_cast<uint4*>(q_stage);
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    if (half == 1 && !q_has_lo) break;
+#pragma unroll
+    for (int blk = 0; blk < DQK / 32; ++blk) {
+      const uint4 a = *reinterpret_cast<const uint4*>(
+          q_frags + ((half * Shape::kKSteps + 2 * blk) * 32 + lane) * 4);
+      const uint4 b = *reinterpret_cast<const uint4*>(
+          q_frags + ((half * Shape::kKSteps + 2 * blk + 1) * 32 + lane) * 4);
+      q_narrow[(half * DQK / 32 + blk) * 32 + lane] = make_uint4(a.x, a.z, b.x, b.z);
+    }
+  }
 
   // Per-lane row state: rows 2q (0) and 2q + 1 (1) of this CTA.
   float score_scale[2];
@@ -461,7 +474,11 @@ __global__ void __launch_bounds__(kWarps * 32, (DecodeShape<KV, DQK, DV>::kMinBl
       for (int w = 0; w < (DQK / 32 + 3) / 4; ++w) k_ends |= e8m0_end_bytes(scales.k[t][w]);
     const bool scale_ends = __any_sync(0xffffffffu, k_ends != 0u);
     float s[4];
-    narrow_scores<KV, DQK, DV>(stage, q_frags, q_has_lo, scales, scale_ends, s);
+    if (q_has_lo) {
+      narrow_scores<KV, DQK, DV, true>(stage, q_narrow, scales, scale_ends, s);
+    } else {
+      narrow_scores<KV, DQK, DV, false>(stage, q_narrow, scales, scale_ends, s);
+    }
 
 #pragma unroll
     for (int e = 0; e < 4; ++e) s[e] *= score_scale[e & 1];
@@ -556,7 +573,7 @@ __global__ void __launch_bounds__(kWarps * 32, (DecodeShape<KV, DQK, DV>::kMinBl
 template <DType KV, int DQK, int DV>
 KernelRef decode_kernel_ref_narrow() {
   return {reinterpret_cast<const void*>(&decode_split_kernel_narrow<KV, DQK, DV>),
-          DecodeShape<KV, DQK, DV>::kSmemBytes, false};
+          DecodeShape<KV, DQK, DV, true>::kSmemBytes, false};
 }
 
 // The instances of one KV type: (64, 64), (128, 128), (256, 256), (192, 128); the narrow kernel

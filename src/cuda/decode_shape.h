@@ -13,7 +13,10 @@ constexpr int max_int(int a, int b) {
   return a > b ? a : b;
 }
 
-template <DType KV, int DQK, int DV>
+// kNarrow: the narrow MX kernel's shape (decode_narrow.cuh): about 8 KB of copies per warp (two
+// stages of a 128-dim FP8 step), so that four CTAs fit an SM; its steps cost few enough
+// instructions that one step in flight per warp covers DRAM latency.
+template <DType KV, int DQK, int DV, bool kNarrow = false>
 struct DecodeShape {
   static constexpr int kBits = bits_of(KV);
   static constexpr int kDimV = DV;
@@ -24,7 +27,12 @@ struct DecodeShape {
   // MX caches copy a step's rows by lane pairs (32 contiguous bytes per row and copy, one row
   // pointer per lane); 16-bit caches keep whole rows per half warp: the build that used paired
   // copies for them too decoded bf16 25% slower (docs/perf.md, 2026-12-03).
-  static constexpr bool kPairedCopies = is_mx(KV) && kKChunks % 2 == 0 && kVChunks % 2 == 0;
+  // The narrow kernel copies whole rows where they fill whole passes of the warp (FP8 and FP4): a
+  // lane's destinations then differ by constants from step to step, and its copies cost a few
+  // instructions each instead of the paired copies' swizzle arithmetic.
+  static constexpr bool kPairedCopies =
+      is_mx(KV) && kKChunks % 2 == 0 && kVChunks % 2 == 0 &&
+      !(kNarrow && kKChunks <= 32 && 32 % kKChunks == 0 && kVChunks <= 32 && 32 % kVChunks == 0);
   // MX scales of a step ride in the stage, after the rows, when every key's scale row is a whole
   // number of 4-byte words: K [16 keys][Dqk/32]; V [16 keys][Dv/32] along the head dim, or the
   // step's key block [Dv] along the keys.
@@ -35,7 +43,8 @@ struct DecodeShape {
   static constexpr int kStepBytes = kRowBytes + (kScalesInStage ? kKScaleBytes + kVScaleBytes : 0);
   // About 24 KB of copies per warp for 16-bit caches (two CTAs per SM cover DRAM latency at full
   // bandwidth); 16 KB for MX caches, whose steps cost more arithmetic, so that three CTAs fit.
-  static constexpr int kStages = clamp_int((is_mx(KV) ? 16384 : 24576) / kStepBytes, 2, 4);
+  static constexpr int kStages =
+      clamp_int((kNarrow ? 8448 : is_mx(KV) ? 16384 : 24576) / kStepBytes, 2, 4);
   static constexpr int kRingBytes = kWarps * kStages * kStepBytes;
 
   static constexpr int kKSteps = DQK / 16;   // k16 steps of Q K^T
@@ -67,8 +76,10 @@ struct DecodeShape {
   static constexpr int kStatsBytes = (2 * kWarps + 4) * kRowsPerBlock * 4 + kWarps * 4;
   static constexpr int kSmemBytes = kLoopBytes + kQFragBytes + kQStageBytes + kStatsBytes;
   // CTAs per SM the register budget must allow: as many as the shared memory holds (228 KB per SM,
-  // 1 KB of it reserved per CTA), at most three (168 registers a thread), at least two.
-  static constexpr int kMinBlocksPerSm = clamp_int(233472 / (kSmemBytes + 1024), 2, 3);
+  // 1 KB of it reserved per CTA), at most three (168 registers a thread; four, 128 registers, for
+  // the narrow kernel), at least two.
+  static constexpr int kMinBlocksPerSm =
+      clamp_int(233472 / (kSmemBytes + 1024), 2, kNarrow ? 4 : 3);
 };
 
 }  // namespace mxattn::cuda::detail
