@@ -375,20 +375,18 @@ __global__ void __launch_bounds__(kWarps * 32, (DecodeShape<KV, DQK, DV, true>::
   build_q_fragments<KV, DQK>(p, range, q_stage, row_exponent, q_frags);
   const bool q_has_lo = p.q_split_lo;
   // Q^T's B fragments, rows g of the A fragments' registers 0 and 2, repacked two k16 steps to a
-  // 16-byte entry into Q's stage, free now: each lane writes and later reads only its own entries.
+  // 16-byte entry into Q's stage (free now), the entries shared out over the warps.
   uint4* q_narrow = reinterpret_cast<uint4*>(q_stage);
-#pragma unroll
-  for (int half = 0; half < 2; ++half) {
+  for (int entry = warp; entry < 2 * (DQK / 32); entry += kWarps) {
+    const int half = entry / (DQK / 32), blk = entry % (DQK / 32);
     if (half == 1 && !q_has_lo) break;
-#pragma unroll
-    for (int blk = 0; blk < DQK / 32; ++blk) {
-      const uint4 a = *reinterpret_cast<const uint4*>(
-          q_frags + ((half * Shape::kKSteps + 2 * blk) * 32 + lane) * 4);
-      const uint4 b = *reinterpret_cast<const uint4*>(
-          q_frags + ((half * Shape::kKSteps + 2 * blk + 1) * 32 + lane) * 4);
-      q_narrow[(half * DQK / 32 + blk) * 32 + lane] = make_uint4(a.x, a.z, b.x, b.z);
-    }
+    const uint4 a = *reinterpret_cast<const uint4*>(
+        q_frags + ((half * Shape::kKSteps + 2 * blk) * 32 + lane) * 4);
+    const uint4 b = *reinterpret_cast<const uint4*>(
+        q_frags + ((half * Shape::kKSteps + 2 * blk + 1) * 32 + lane) * 4);
+    q_narrow[entry * 32 + lane] = make_uint4(a.x, a.z, b.x, b.z);
   }
+  __syncthreads();
 
   // Per-lane row state: rows 2q (0) and 2q + 1 (1) of this CTA.
   float score_scale[2];

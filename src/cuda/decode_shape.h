@@ -43,8 +43,11 @@ struct DecodeShape {
   static constexpr int kStepBytes = kRowBytes + (kScalesInStage ? kKScaleBytes + kVScaleBytes : 0);
   // About 24 KB of copies per warp for 16-bit caches (two CTAs per SM cover DRAM latency at full
   // bandwidth); 16 KB for MX caches, whose steps cost more arithmetic, so that three CTAs fit.
-  static constexpr int kStages =
-      clamp_int((kNarrow ? 8448 : is_mx(KV) ? 16384 : 24576) / kStepBytes, 2, 4);
+  static constexpr int kStages = clamp_int((kNarrow     ? 8448
+                                            : is_mx(KV) ? 16384
+                                                        : 24576) /
+                                               kStepBytes,
+                                           2, 4);
   static constexpr int kRingBytes = kWarps * kStages * kStepBytes;
 
   static constexpr int kKSteps = DQK / 16;   // k16 steps of Q K^T
