@@ -257,7 +257,8 @@ int main(int argc, char** argv) {
   for (const Shape& s : shapes) {
     for (mxattn::DType kv : kvs) results.push_back(run_shape(s, kv, 0, stream, reps));
     // The general MX kernel beside the narrow one the engine picks here (same partition).
-    for (mxattn::DType kv : {mxattn::DType::e4m3, mxattn::DType::e2m3, mxattn::DType::e2m1})
+    for (mxattn::DType kv :
+         {mxattn::DType::e4m3, mxattn::DType::e5m2, mxattn::DType::e2m3, mxattn::DType::e2m1})
       results.push_back(run_shape(s, kv, 0, stream, reps, 0, 0, true));
     // The large shapes: bf16 with CTAs computing 1, 2 or 4 splits each beside the engine's choice
     // (same partition, same result bits), and bf16 and MXFP8 with longer splits (32 key tiles, a

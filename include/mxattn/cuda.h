@@ -51,7 +51,7 @@ struct DecodeOptions {
   // two full waves of CTAs; 1: one split a CTA). The 16-bit caches' kernels only: MX kernels
   // always compute one split a CTA (docs/perf.md, 2026-12-03 late).
   int32_t splits_per_cta = 0;
-  // MX caches with V scales along the head dim (except E5M2), where a CTA's packed rows (query rows
+  // MX caches with V scales along the head dim, where a CTA's packed rows (query rows
   // of its tile times the GQA group) number at most 8: the narrow kernel, whose products are
   // transposed so that keys fill the tensor cores' 16-row side (docs/perf.md, 2026-12-04 session
   // 12). false: the general kernel, for comparisons. No other choice changes a kernel's results'

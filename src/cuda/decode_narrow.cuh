@@ -15,8 +15,8 @@
 // compare per key. A step whose scales leave the window (or are 0 or 0xFF) takes the exact path:
 // V' in f32, rounded to bf16, and P' in bf16, as the wide kernel computes every step.
 //
-// The host picks this kernel for MX K/V with V scales along the head dim, except E5M2 (whose codes
-// span f16's whole range, so no window is left), when tile rows times the group are at most 8.
+// The host picks this kernel for MX K/V with V scales along the head dim when tile rows times the
+// group are at most 8.
 #pragma once
 
 #include "cuda/decode_kernel.cuh"
@@ -40,30 +40,34 @@ __device__ __forceinline__ uint32_t transpose_8x8(uint32_t a) {
 
 // The window [lo, hi] of t = E - T (E the scale's exponent) in which code * 2^t is an exact f16
 // (its largest code at most 65504, its smallest step at least 2^-24) and the factor applied to the
-// raw value, 2^(t + kRawExponent), a normal f16.
+// raw value, 2^(t + kRawExponent), a normal f16; and the lowest T (min_t), which bounds how far P'
+// = P 2^T reaches into f16's subnormals. E5M2's codes span f16's range, so its window is 9 binades
+// and T must follow the scales down further (P' normal for P >= 2^-2 at T = -12).
 template <DType KV>
 struct NarrowWindow;
 template <>
 struct NarrowWindow<DType::e4m3> {
-  static constexpr int lo = -14, hi = 7;
+  static constexpr int lo = -14, hi = 7, min_t = -6;
+};
+template <>
+struct NarrowWindow<DType::e5m2> {
+  static constexpr int lo = -8, hi = 0, min_t = -12;
 };
 template <>
 struct NarrowWindow<DType::e2m3> {
-  static constexpr int lo = -21, hi = 1;
+  static constexpr int lo = -21, hi = 1, min_t = -6;
 };
 template <>
 struct NarrowWindow<DType::e3m2> {
-  static constexpr int lo = -20, hi = 3;
+  static constexpr int lo = -20, hi = 3, min_t = -6;
 };
 template <>
 struct NarrowWindow<DType::e2m1> {
-  static constexpr int lo = -23, hi = 1;
+  static constexpr int lo = -23, hi = 1, min_t = -6;
 };
 
-// P' = P 2^T must stay below f16's largest value (P <= 2^8 under lazy rescaling) and keep P's
-// precision: T in [kNarrowMinT, 7].
+// P' = P 2^T must stay below f16's largest value (P <= 2^8 under lazy rescaling): T <= 7.
 inline constexpr int kNarrowMaxT = 7;
-inline constexpr int kNarrowMinT = -6;
 
 // A lane's scales of one step: K, keys g and g + 8, every block; V, the E8M0 byte of its value
 // keys 2q, 2q + 1, 2q + 8, 2q + 9 in the block of its dims.
@@ -179,7 +183,15 @@ __device__ __forceinline__ void narrow_scores(const uint8_t* k_tile, const uint4
 template <DType KV>
 __device__ __forceinline__ void key_pair_codes(const uint32_t (&a)[2], const uint32_t (&b)[2],
                                                int c, uint32_t& lo, uint32_t& hi) {
-  if constexpr (KV == DType::e4m3) {
+  if constexpr (KV == DType::e5m2) {
+    // E5M2 is the top byte of an f16: byte m of each key into bytes 1 and 3, the low bytes cleared.
+    const auto pick = [&](uint32_t m) {
+      return byte_perm(a[c / 4], b[c / 4], m | (m << 4) | ((4 + m) << 8) | ((4 + m) << 12)) &
+             0xff00ff00u;
+    };
+    lo = pick(uint32_t(c % 4));
+    hi = pick(uint32_t(c % 4) + 1);
+  } else if constexpr (KV == DType::e4m3) {
     const uint32_t x = byte_perm(a[c / 4], b[c / 4], (c % 4) ? 0x7362u : 0x5140u);
     asm("{\n.reg .b16 l, h;\nmov.b32 {l, h}, %2;\ncvt.rn.f16x2.e4m3x2 %0, l;\n"
         "cvt.rn.f16x2.e4m3x2 %1, h;\n}\n"
@@ -457,7 +469,7 @@ __global__ void __launch_bounds__(kWarps * 32, (DecodeShape<KV, DQK, DV, true>::
       if (lo_e <= hi_e) {
         // (hi_e - hi + lo_e - lo) / 2 in unbiased exponents, rounded down.
         const int mid = (hi_e + lo_e - 254 - Window::hi - Window::lo) >> 1;
-        t_exp = min(max(mid, kNarrowMinT), kNarrowMaxT);
+        t_exp = min(max(mid, Window::min_t), kNarrowMaxT);
       }
     }
 
@@ -578,7 +590,7 @@ KernelRef decode_kernel_ref_narrow() {
 // where asked for and the type has one.
 template <DType KV>
 KernelRef decode_kernel_for_dims(int64_t dim_qk, int64_t dim_v, bool narrow) {
-  if constexpr (is_mx(KV) && KV != DType::e5m2) {
+  if constexpr (is_mx(KV)) {
     if (narrow) {
       if (dim_qk == 64 && dim_v == 64) return decode_kernel_ref_narrow<KV, 64, 64>();
       if (dim_qk == 128 && dim_v == 128) return decode_kernel_ref_narrow<KV, 128, 128>();

@@ -508,7 +508,7 @@ TEST(CudaDecode, ExtremeScalesMatchReference) {
 // and the general kernel on the same problem.
 TEST(CudaDecode, NarrowMxScaleWindowMatchesReference) {
   for (const int64_t dim : {int64_t(128), int64_t(64)}) {
-    for (DType kv : {DType::e4m3, DType::e2m3, DType::e3m2, DType::e2m1}) {
+    for (DType kv : {DType::e4m3, DType::e5m2, DType::e2m3, DType::e3m2, DType::e2m1}) {
       Spec s = fixed_spec(kv);
       s.dim_qk = s.dim_v = dim;
       SCOPED_TRACE(s.describe());
@@ -546,7 +546,7 @@ TEST(CudaDecode, NarrowMxScaleWindowMatchesReference) {
 // along the head dim, at most 8 packed rows a CTA): it still serves wider CTAs and V scales along
 // the keys, and stays the comparison for the narrow kernel.
 TEST(CudaDecode, GeneralMxKernelWhereNarrowFits) {
-  for (DType kv : {DType::e4m3, DType::e2m3, DType::e2m1}) {
+  for (DType kv : {DType::e4m3, DType::e5m2, DType::e2m3, DType::e2m1}) {
     for (uint64_t n = 0; n < 6; ++n) {
       Spec s = decode_spec(5000 + 1000 * uint64_t(kv) + n, kv, 640, 6'000'000);
       s.v_axis = VScaleAxis::head_dim;
