@@ -35,7 +35,8 @@ def main(argv):
 
     rows = [r for r in ours["results"]
             if r.get("default_tile") and not r.get("tiles_per_split")
-            and not r.get("splits_per_cta") and not r.get("wide_mx")]
+            and not r.get("splits_per_cta") and not r.get("wide_mx")
+            and not r["shape"].endswith("_combine")]
     shapes = sorted({r["shape"] for r in rows}, key=lambda s: (keys_of(s), s))
     xs = list(range(len(shapes)))
     anchor = {(a["shape"], a["backend"]): a for a in anchors["results"]}
