@@ -214,6 +214,32 @@ __device__ __forceinline__ void build_q_fragments(const DecodeParams& p, const S
   __syncthreads();
 }
 
+// The lane's K group of block `blk` of a step, keys g and g + 8 (rows of the stage's K tile), dims
+// 32 blk + 8q ... + 7: 4 packed pairs each, MX codes decoded to f16 raw values, 16-bit values as
+// stored.
+template <DType KV, class Shape>
+__device__ __forceinline__ void load_key_block(const uint8_t* k_tile, int blk,
+                                               uint32_t (&kr)[2][4]) {
+  const int lane = threadIdx.x & 31, g = lane >> 2, q4 = lane & 3;
+  const int offset = (32 * blk + 8 * q4) * Shape::kBits / 8;
+#pragma unroll
+  for (int t = 0; t < 2; ++t) {
+    const int at =
+        tile_byte<Shape::kBits, Shape::kKChunks, Shape::kKRowBytes, false>(8 * t + g, offset);
+    if constexpr (is_mx(KV)) {
+      uint32_t w[2];
+      load_group<KV>(k_tile, at, w);
+      decode_group<KV>(w, kr[t]);
+    } else {
+      const uint4 v = *reinterpret_cast<const uint4*>(k_tile + at);
+      kr[t][0] = v.x;
+      kr[t][1] = v.y;
+      kr[t][2] = v.z;
+      kr[t][3] = v.w;
+    }
+  }
+}
+
 // S = Q K^T for one step: two 8-key tiles, lane holding rows g, g+8 and keys 8t + 2q, 8t + 2q + 1.
 // MX keys: each 32-dim block is a separate product of raw codes, scaled in f32 by its keys' scales.
 template <DType KV, int DQK, int DV>
@@ -223,32 +249,15 @@ __device__ __forceinline__ void score_step(const uint8_t* k_tile, const uint32_t
   using Format = KvFormat<KV>;
   using Shape = DecodeShape<KV, DQK, DV>;
   constexpr MmaType kMma = Format::kKeyMma;
-  const int lane = threadIdx.x & 31, g = lane >> 2, q4 = lane & 3;
+  const int lane = threadIdx.x & 31;
 #pragma unroll
   for (int t = 0; t < 2; ++t)
 #pragma unroll
     for (int e = 0; e < 4; ++e) s[t][e] = 0.0f;
 #pragma unroll
   for (int blk = 0; blk < DQK / 32; ++blk) {
-    const int offset = (32 * blk + 8 * q4) * Shape::kBits / 8;
     uint32_t kr[2][4];
-#pragma unroll
-    for (int t = 0; t < 2; ++t) {
-      const int row = 8 * t + g;
-      const int at =
-          tile_byte<Shape::kBits, Shape::kKChunks, Shape::kKRowBytes, false>(row, offset);
-      if constexpr (Format::kMx) {
-        uint32_t w[2];
-        load_group<KV>(k_tile, at, w);
-        decode_group<KV>(w, kr[t]);
-      } else {
-        const uint4 v = *reinterpret_cast<const uint4*>(k_tile + at);
-        kr[t][0] = v.x;
-        kr[t][1] = v.y;
-        kr[t][2] = v.z;
-        kr[t][3] = v.w;
-      }
-    }
+    load_key_block<KV, Shape>(k_tile, blk, kr);
     float c[2][4] = {};
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
@@ -279,12 +288,7 @@ __device__ __forceinline__ void score_step(const uint8_t* k_tile, const uint32_t
     }
     if constexpr (Format::kMx) {
       float key_scale[4];
-#pragma unroll
-      for (int k = 0; k < 4; ++k) key_scale[k] = e8m0_inner_value(scales.k[k][blk / 4], blk % 4);
-      if (scale_ends) {
-#pragma unroll
-        for (int k = 0; k < 4; ++k) key_scale[k] = e8m0_value(scale_byte(scales.k[k], blk));
-      }
+      block_scales(scales.k, blk, scale_ends, key_scale);
 #pragma unroll
       for (int t = 0; t < 2; ++t)
 #pragma unroll
@@ -439,9 +443,23 @@ __device__ __forceinline__ int merge_index(int row, int dim) {
 // query rows as its 8 columns, half the accumulators.
 template <int DV, bool kNarrow = false>
 struct WarpState {
-  float o[kNarrow ? DV / 16 : DV / 8][4];
+  static constexpr int kTiles = kNarrow ? DV / 16 : DV / 8;
+  float o[kTiles][4];
   float row_max[2];
   float row_sum[2];
+
+  // The state of a split before its first step: nothing seen.
+  __device__ void clear() {
+#pragma unroll
+    for (int t = 0; t < kTiles; ++t)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) o[t][e] = 0.0f;
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      row_max[r] = -INFINITY;
+      row_sum[r] = 0.0f;
+    }
+  }
 };
 
 // The end of one split, called by every thread: merges the four warps' states and writes the
@@ -566,6 +584,107 @@ __device__ __forceinline__ void finish_split(const DecodeParams& p, const SplitR
   }
 }
 
+// The split kernels' shared memory: the copy ring (which also holds the warps' merge rows at the
+// end), Q's fragments and staging rows, and the per-row and per-warp tables, in that order.
+template <class Shape, int DQK>
+struct SplitSmem {
+  uint8_t* ring;
+  uint32_t* q_frags;
+  float* q_stage;
+  float* warp_max;    // [kWarps][16]
+  float* warp_sum;    // [kWarps][16]
+  int* row_exponent;  // [16]
+  float* row_lse;     // [16]
+  int* merge_stage;   // [kWarps]
+  int* row_query;     // [16]
+  int* row_head;      // [16]
+
+  __device__ explicit SplitSmem(uint8_t* smem)
+      : ring(smem),
+        q_frags(reinterpret_cast<uint32_t*>(smem + Shape::kLoopBytes)),
+        q_stage(reinterpret_cast<float*>(smem + Shape::kLoopBytes + Shape::kQFragBytes)),
+        warp_max(q_stage + kRowsPerBlock * DQK),
+        warp_sum(warp_max + kWarps * kRowsPerBlock),
+        row_exponent(reinterpret_cast<int*>(warp_sum + kWarps * kRowsPerBlock)),
+        row_lse(reinterpret_cast<float*>(row_exponent + kRowsPerBlock)),
+        merge_stage(reinterpret_cast<int*>(row_lse + kRowsPerBlock)),
+        row_query(merge_stage + kWarps),
+        row_head(row_query + kRowsPerBlock) {}
+};
+
+// The CTA's rows and keys from its work item, its row tables started (read after the next
+// barrier); false for a row block past the packed rows of a short last query tile, which has
+// nothing to do (uniform over the CTA).
+template <class Shape, int DQK>
+__device__ __forceinline__ bool start_cta(const DecodeParams& p, const WorkItem& work,
+                                          const SplitSmem<Shape, DQK>& sm, SplitRange& range) {
+  range = split_range(p, work);
+  if (range.block_rows == 0) return false;
+  range.row_query = sm.row_query;
+  range.row_head = sm.row_head;
+  fill_row_table(range, sm.row_query, sm.row_head);
+  return true;
+}
+
+// A warp's steps among `steps` steps of a split: warp w takes steps w, w + kWarps, ...
+__device__ __forceinline__ int64_t warp_steps(int64_t steps, int warp) {
+  return steps > warp ? (steps - warp + kWarps - 1) / kWarps : 0;
+}
+
+// The copy side of one warp's pipeline: issues the copy of the warp's step at key0 into a stage,
+// steps in order. The lane's sources are computed once (seek) and then advanced by a fixed stride
+// per step for dense caches, computed for each step from its page for paged ones.
+template <class Shape>
+struct StepCopier {
+  const DecodeParams& p;
+  const SplitRange& range;
+  int lane;
+  bool dense;
+  SourceStrides strides;
+  StepSources next{};
+
+  __device__ StepCopier(const DecodeParams& params, const SplitRange& r, int lane_index)
+      : p(params),
+        range(r),
+        lane(lane_index),
+        dense(params.page_size == 0),
+        strides(source_strides<Shape>(params, lane_index)) {}
+
+  __device__ StepPlace place_of(int64_t key0) const {
+    return step_place(p, range.b, key0, core::max64(key0, range.load_lo));
+  }
+  // Points a dense cache's sources at the step of key0, the next one the warp copies.
+  __device__ void seek(int64_t key0) {
+    if (dense) next = step_sources<Shape>(p, range.hkv, place_of(key0), lane);
+  }
+  __device__ void copy(int64_t key0, uint8_t* stage) {
+    const StepPlace at = place_of(key0);
+    StepSources src;
+    if (dense) {
+      src = next;
+      advance(next, strides);
+    } else {
+      src = step_sources<Shape>(p, range.hkv, at, lane);
+    }
+    copy_step<Shape>(p, range.hkv, at, src, key0, range.load_lo, range.load_hi, stage, lane);
+  }
+  // The first kStages - 1 of the warp's `steps` steps (key_of(n): the n-th one's first key) into
+  // stages 0, 1, ..., an empty group for each one past `steps` (the main loop's wait counts one
+  // group per step).
+  template <class KeyOf, class StageOf>
+  __device__ void prime(int64_t steps, const KeyOf& key_of, const StageOf& stage_at) {
+    if (steps > 0) seek(key_of(0));
+#pragma unroll
+    for (int it = 0; it < Shape::kStages - 1; ++it) {
+      if (it < steps) {
+        copy(key_of(it), stage_at(it));
+      } else {
+        copy_async_commit();
+      }
+    }
+  }
+};
+
 template <DType KV, int DQK, int DV>
 __global__ void __launch_bounds__(kWarps * 32, (DecodeShape<KV, DQK, DV>::kMinBlocksPerSm))
     decode_split_kernel(const __grid_constant__ DecodeParams p) {
@@ -573,16 +692,7 @@ __global__ void __launch_bounds__(kWarps * 32, (DecodeShape<KV, DQK, DV>::kMinBl
   using Shape = DecodeShape<KV, DQK, DV>;
   constexpr int kStages = Shape::kStages;
   extern __shared__ __align__(16) uint8_t smem[];
-  uint8_t* ring = smem;
-  uint32_t* q_frags = reinterpret_cast<uint32_t*>(smem + Shape::kLoopBytes);
-  float* q_stage = reinterpret_cast<float*>(smem + Shape::kLoopBytes + Shape::kQFragBytes);
-  float* warp_max = q_stage + kRowsPerBlock * DQK;                                // [kWarps][16]
-  float* warp_sum = warp_max + kWarps * kRowsPerBlock;                            // [kWarps][16]
-  int* row_exponent = reinterpret_cast<int*>(warp_sum + kWarps * kRowsPerBlock);  // [16]
-  float* row_lse = reinterpret_cast<float*>(row_exponent + kRowsPerBlock);        // [16]
-  int* merge_stage = reinterpret_cast<int*>(row_lse + kRowsPerBlock);             // [kWarps]
-  int* row_query = merge_stage + kWarps;                                          // [16]
-  int* row_head = row_query + kRowsPerBlock;                                      // [16]
+  const SplitSmem<Shape, DQK> sm(smem);
 
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2;
@@ -595,53 +705,27 @@ __global__ void __launch_bounds__(kWarps * 32, (DecodeShape<KV, DQK, DV>::kMinBl
   // splits share their rows (and so Q) and differ only in their keys.
   const WorkItem work = p.work[blockIdx.x];
   const core::Visibility vis{work.last, p.causal, work.offset, p.window};
-  SplitRange range = split_range(p, work);
-  // A row block past the packed rows of a short last query tile has nothing to do.
-  if (range.block_rows == 0) return;
-  range.row_query = row_query;
-  range.row_head = row_head;
-  fill_row_table(range, row_query, row_head);
+  SplitRange range;
+  if (!start_cta(p, work, sm, range)) return;
   const int chain = Shape::kChains ? work.chain : 1;
-  const auto warp_steps = [&](int64_t steps) -> int64_t {
-    return steps > warp ? (steps - warp + kWarps - 1) / kWarps : 0;
-  };
-  // Stage `index` of this warp's ring; the warp's n-th step (counted over the CTA's splits) lives
-  // in stage n % kStages.
-  auto stage_at = [&](int index) { return ring + (warp * kStages + index) * Shape::kStepBytes; };
-  auto place_of = [&](int64_t key0) {
-    return step_place(p, range.b, key0, core::max64(key0, range.load_lo));
-  };
+  // Stage `index` of this warp's ring; the warp's n-th step (counted over the CTA's splits)
+  // lives in stage n % kStages.
+  auto stage_at = [&](int index) { return sm.ring + (warp * kStages + index) * Shape::kStepBytes; };
 
   // The copy side of the warp's pipeline walks its steps of the CTA's splits in order, so that the
   // copies of a split's first steps fly while the previous split ends: copy_split is the split of
   // the next copy (chain once every copy is issued), copy_key its first key, copy_left the warp's
-  // steps left in that split. The lane's sources are computed at the start of each split and then
-  // advanced step by step for dense caches, computed for each step from its page for paged ones.
-  const bool dense = p.page_size == 0;
-  const SourceStrides strides = source_strides<Shape>(p, lane);
-  StepSources next_sources{};
+  // steps left in that split.
+  StepCopier<Shape> copier(p, range, lane);
   int copy_split = -1;
   int64_t copy_key = 0, copy_left = 0;
   const auto next_copy_split = [&] {
     while (copy_left == 0 && ++copy_split < chain) {
       const SplitSteps ss = range.steps_of(copy_split);
       copy_key = ss.first_key + warp * kStepKeys;
-      copy_left = warp_steps(ss.count);
+      copy_left = warp_steps(ss.count, warp);
     }
-    if (copy_left > 0 && dense)
-      next_sources = step_sources<Shape>(p, range.hkv, place_of(copy_key), lane);
-  };
-  // Issues the copy of the warp's step at key0 into `stage` (steps are copied in order).
-  const auto copy_at = [&](int64_t key0, uint8_t* stage) {
-    const StepPlace at = place_of(key0);
-    StepSources src;
-    if (dense) {
-      src = next_sources;
-      advance(next_sources, strides);
-    } else {
-      src = step_sources<Shape>(p, range.hkv, at, lane);
-    }
-    copy_step<Shape>(p, range.hkv, at, src, key0, range.load_lo, range.load_hi, stage, lane);
+    if (copy_left > 0) copier.seek(copy_key);
   };
   // Issues the warp's next copy into `stage`, or an empty group once all are issued (the main
   // loop's wait counts one group per step).
@@ -650,7 +734,7 @@ __global__ void __launch_bounds__(kWarps * 32, (DecodeShape<KV, DQK, DV>::kMinBl
       copy_async_commit();
       return;
     }
-    copy_at(copy_key, stage);
+    copier.copy(copy_key, stage);
     copy_key += kWarps * kStepKeys;
     if (--copy_left == 0) next_copy_split();
   };
@@ -666,20 +750,10 @@ __global__ void __launch_bounds__(kWarps * 32, (DecodeShape<KV, DQK, DV>::kMinBl
 #pragma unroll
     for (int it = 0; it < kStages - 1; ++it) copy_next(stage_at(it));
   } else {
-    const int64_t steps = warp_steps(first_steps.count);
-    if (dense && steps > 0)
-      next_sources = step_sources<Shape>(p, range.hkv, place_of(first_key_of(0)), lane);
-#pragma unroll
-    for (int it = 0; it < kStages - 1; ++it) {
-      if (it < steps) {
-        copy_at(first_key_of(it), stage_at(it));
-      } else {
-        copy_async_commit();
-      }
-    }
+    copier.prime(warp_steps(first_steps.count, warp), first_key_of, stage_at);
   }
 
-  build_q_fragments<KV, DQK>(p, range, q_stage, row_exponent, q_frags);
+  build_q_fragments<KV, DQK>(p, range, sm.q_stage, sm.row_exponent, sm.q_frags);
   const bool q_has_lo = p.q_split_lo;
 
   // Per-lane row state: rows g (0) and g + 8 (1) of this CTA.
@@ -691,7 +765,7 @@ __global__ void __launch_bounds__(kWarps * 32, (DecodeShape<KV, DQK, DV>::kMinBl
     // Q rows were scaled by 2^-exponent, and raw MX key codes are the values times
     // 2^-kRawExponent: both factors return here.
     score_scale[r] =
-        scalbnf(p.scale_log2, row_exponent[row] + (Format::kMx ? Format::kRawExponent : 0));
+        scalbnf(p.scale_log2, sm.row_exponent[row] + (Format::kMx ? Format::kRawExponent : 0));
     query_row[r] = row < range.block_rows ? range.query_row(row) : range.row_first;
   }
   // Raw V values carry 2^-kRawExponent too, so P carries 2^kRawExponent: the products are the
@@ -704,19 +778,11 @@ __global__ void __launch_bounds__(kWarps * 32, (DecodeShape<KV, DQK, DV>::kMinBl
 #pragma unroll 1
   for (int j = 0; j < chain; ++j) {
     const SplitSteps steps = range.steps_of(j);
-    const int64_t my_steps = warp_steps(steps.count);
+    const int64_t my_steps = warp_steps(steps.count, warp);
     auto step_key = [&](int64_t it) { return steps.first_key + (warp + kWarps * it) * kStepKeys; };
 
     WarpState<DV> st;
-#pragma unroll
-    for (int t = 0; t < DV / 8; ++t)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) st.o[t][e] = 0.0f;
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      st.row_max[r] = -INFINITY;
-      st.row_sum[r] = 0.0f;
-    }
+    st.clear();
 
     // MX scales travel in the stage with the data where their rows are whole 4-byte words (Dqk
     // and Dv multiples of 128); otherwise through registers, loaded one step ahead (such kernels
@@ -725,8 +791,8 @@ __global__ void __launch_bounds__(kWarps * 32, (DecodeShape<KV, DQK, DV>::kMinBl
     if constexpr (Format::kMx && !Shape::kScalesInStage) {
       if (my_steps > 0) {
         const int64_t key0 = step_key(0);
-        load_step_scales<DQK, DV>(p, range.hkv, place_of(key0), key0, range.load_lo, range.load_hi,
-                                  lane, prefetched);
+        load_step_scales<DQK, DV>(p, range.hkv, copier.place_of(key0), key0, range.load_lo,
+                                  range.load_hi, lane, prefetched);
       }
     }
 
@@ -738,7 +804,7 @@ __global__ void __launch_bounds__(kWarps * 32, (DecodeShape<KV, DQK, DV>::kMinBl
       if constexpr (Shape::kChains) {
         copy_next(stage_at(refill_slot));
       } else if (it + kStages - 1 < my_steps) {
-        copy_at(step_key(it + kStages - 1), stage_at(refill_slot));
+        copier.copy(step_key(it + kStages - 1), stage_at(refill_slot));
       } else {
         copy_async_commit();
       }
@@ -750,7 +816,7 @@ __global__ void __launch_bounds__(kWarps * 32, (DecodeShape<KV, DQK, DV>::kMinBl
           scales = prefetched;
           if (it + 1 < my_steps) {
             const int64_t key0 = step_key(it + 1);
-            load_step_scales<DQK, DV>(p, range.hkv, place_of(key0), key0, range.load_lo,
+            load_step_scales<DQK, DV>(p, range.hkv, copier.place_of(key0), key0, range.load_lo,
                                       range.load_hi, lane, prefetched);
           }
         }
@@ -765,7 +831,7 @@ __global__ void __launch_bounds__(kWarps * 32, (DecodeShape<KV, DQK, DV>::kMinBl
       if constexpr (Format::kMx)
         scale_ends = __any_sync(0xffffffffu, has_step_scale_end(scales, p.v_scales_along_keys));
       float s[2][4];
-      score_step<KV, DQK, DV>(stage, q_frags, q_has_lo, scales, scale_ends, s);
+      score_step<KV, DQK, DV>(stage, sm.q_frags, q_has_lo, scales, scale_ends, s);
 
       // Scores in log2 units, masked outside what each row sees. Only the steps at the edges of
       // the visible range have masked keys; the test is behind a vote so that it is a real branch
@@ -830,29 +896,29 @@ __global__ void __launch_bounds__(kWarps * 32, (DecodeShape<KV, DQK, DV>::kMinBl
     const bool write_final = split == 0 && work.count <= 1;
     const bool write_partial = work.count >= 2 || p.write_all_partials;
     if (j + 1 == chain) {
-      // The CTA's last split: no copy is left in flight, and the whole ring holds the four warps'
-      // rows once every warp is done reading its stages.
+      // The CTA's last split: no copy is left in flight, and the whole ring holds the four
+      // warps' rows once every warp is done reading its stages.
       copy_async_wait<0>();
       __syncthreads();
-      float* merge = reinterpret_cast<float*>(ring);
+      float* merge = reinterpret_cast<float*>(sm.ring);
       finish_split<DV, DV, kValueShiftExponent>(
-          p, range, split, write_final, write_partial, st, warp_max, warp_sum, row_lse,
+          p, range, split, write_final, write_partial, st, sm.warp_max, sm.warp_sum, sm.row_lse,
           merge + warp * kRowsPerBlock * DV, [&](int w) { return merge + w * kRowsPerBlock * DV; });
     } else if constexpr (Shape::kChains) {
       // The next split's copies are in flight; the stage this warp consumed last stays free until
       // its refill, after the barrier below.
       const int free_slot = slot == 0 ? kStages - 1 : slot - 1;
-      if (lane == 0) merge_stage[warp] = free_slot;
+      if (lane == 0) sm.merge_stage[warp] = free_slot;
       finish_split<DV, Shape::kMergeChunk, kValueShiftExponent>(
-          p, range, split, write_final, write_partial, st, warp_max, warp_sum, row_lse,
+          p, range, split, write_final, write_partial, st, sm.warp_max, sm.warp_sum, sm.row_lse,
           reinterpret_cast<float*>(stage_at(free_slot)), [&](int w) {
-            return reinterpret_cast<const float*>(ring + (w * kStages + merge_stage[w]) *
-                                                             Shape::kStepBytes);
+            return reinterpret_cast<const float*>(sm.ring + (w * kStages + sm.merge_stage[w]) *
+                                                                Shape::kStepBytes);
           });
       __syncthreads();  // every thread has read the merge stages and the row statistics
     }
   }
-  if (p.arrivals != nullptr && work.count >= 2) combine_if_last(p, work, range, row_exponent);
+  if (p.arrivals != nullptr && work.count >= 2) combine_if_last(p, work, range, sm.row_exponent);
 }
 
 template <DType KV, int DQK, int DV>

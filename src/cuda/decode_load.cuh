@@ -302,6 +302,19 @@ __device__ __forceinline__ uint32_t scale_byte(const uint32_t (&w)[2], int index
   return (w[index >> 2] >> (8 * (index & 3))) & 0xffu;
 }
 
+// Block `blk`'s E8M0 scales of N keys (their scale words, load_scale_bytes) as f32: two
+// instructions a scale, or the exact conversion where the step holds a 0 or 0xFF scale (`ends`).
+template <int N>
+__device__ __forceinline__ void block_scales(const uint32_t (&words)[N][2], int blk, bool ends,
+                                             float (&out)[N]) {
+#pragma unroll
+  for (int k = 0; k < N; ++k) out[k] = e8m0_inner_value(words[k][blk / 4], blk % 4);
+  if (ends) {
+#pragma unroll
+    for (int k = 0; k < N; ++k) out[k] = e8m0_value(scale_byte(words[k], blk));
+  }
+}
+
 // The E8M0 scales one lane needs for one step. K: the four keys of its score columns (8t + 2q + e),
 // every block. V along the head dim: its four value keys (2q, 2q+1, 2q+8, 2q+9), every block; along
 // the keys: the step's key block, the 8 dims of each of its 64-dim chunks.

@@ -141,21 +141,13 @@ __device__ __forceinline__ void narrow_scores(const uint8_t* k_tile, const uint4
                                               const NarrowScales& scales, bool scale_ends,
                                               float (&s)[4]) {
   using Shape = DecodeShape<KV, DQK, DV, true>;
-  const int lane = threadIdx.x & 31, g = lane >> 2, q4 = lane & 3;
+  const int lane = threadIdx.x & 31;
 #pragma unroll
   for (int e = 0; e < 4; ++e) s[e] = 0.0f;
 #pragma unroll
   for (int blk = 0; blk < DQK / 32; ++blk) {
-    const int offset = (32 * blk + 8 * q4) * Shape::kBits / 8;
     uint32_t kr[2][4];
-#pragma unroll
-    for (int t = 0; t < 2; ++t) {
-      const int at =
-          tile_byte<Shape::kBits, Shape::kKChunks, Shape::kKRowBytes, false>(g + 8 * t, offset);
-      uint32_t w[2];
-      load_group<KV>(k_tile, at, w);
-      decode_group<KV>(w, kr[t]);
-    }
+    load_key_block<KV, Shape>(k_tile, blk, kr);
     float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     const uint4 q = q_narrow[blk * 32 + lane];
     uint4 l{};
@@ -167,12 +159,7 @@ __device__ __forceinline__ void narrow_scores(const uint8_t* k_tile, const uint4
       if constexpr (kLo) mma_16x8x16<MmaType::f16>(c, a, h ? l.z : l.x, h ? l.w : l.y);
     }
     float key_scale[2];
-#pragma unroll
-    for (int t = 0; t < 2; ++t) key_scale[t] = e8m0_inner_value(scales.k[t][blk / 4], blk % 4);
-    if (scale_ends) {
-#pragma unroll
-      for (int t = 0; t < 2; ++t) key_scale[t] = e8m0_value(scale_byte(scales.k[t], blk));
-    }
+    block_scales(scales.k, blk, scale_ends, key_scale);
 #pragma unroll
     for (int e = 0; e < 4; ++e) s[e] = fmaf(c[e], key_scale[e >> 1], s[e]);
   }
@@ -325,16 +312,7 @@ __global__ void __launch_bounds__(kWarps * 32, (DecodeShape<KV, DQK, DV, true>::
   static_assert(Format::kMx && !Shape::kChains);
   constexpr int kStages = Shape::kStages;
   extern __shared__ __align__(16) uint8_t smem[];
-  uint8_t* ring = smem;
-  uint32_t* q_frags = reinterpret_cast<uint32_t*>(smem + Shape::kLoopBytes);
-  float* q_stage = reinterpret_cast<float*>(smem + Shape::kLoopBytes + Shape::kQFragBytes);
-  float* warp_max = q_stage + kRowsPerBlock * DQK;                                // [kWarps][16]
-  float* warp_sum = warp_max + kWarps * kRowsPerBlock;                            // [kWarps][16]
-  int* row_exponent = reinterpret_cast<int*>(warp_sum + kWarps * kRowsPerBlock);  // [16]
-  float* row_lse = reinterpret_cast<float*>(row_exponent + kRowsPerBlock);        // [16]
-  int* merge_stage = reinterpret_cast<int*>(row_lse + kRowsPerBlock);             // [kWarps]
-  int* row_query = merge_stage + kWarps;                                          // [16]
-  int* row_head = row_query + kRowsPerBlock;                                      // [16]
+  const SplitSmem<Shape, DQK> sm(smem);
 
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int q4 = lane & 3;
@@ -343,59 +321,27 @@ __global__ void __launch_bounds__(kWarps * 32, (DecodeShape<KV, DQK, DV, true>::
 
   const WorkItem work = p.work[blockIdx.x];
   const core::Visibility vis{work.last, p.causal, work.offset, p.window};
-  SplitRange range = split_range(p, work);
-  if (range.block_rows == 0) return;
-  range.row_query = row_query;
-  range.row_head = row_head;
-  fill_row_table(range, row_query, row_head);
-  const auto warp_steps = [&](int64_t steps) -> int64_t {
-    return steps > warp ? (steps - warp + kWarps - 1) / kWarps : 0;
-  };
-  auto stage_at = [&](int index) { return ring + (warp * kStages + index) * Shape::kStepBytes; };
-  auto place_of = [&](int64_t key0) {
-    return step_place(p, range.b, key0, core::max64(key0, range.load_lo));
-  };
-
-  const bool dense = p.page_size == 0;
-  const SourceStrides strides = source_strides<Shape>(p, lane);
-  StepSources next_sources{};
-  const auto copy_at = [&](int64_t key0, uint8_t* stage) {
-    const StepPlace at = place_of(key0);
-    StepSources src;
-    if (dense) {
-      src = next_sources;
-      advance(next_sources, strides);
-    } else {
-      src = step_sources<Shape>(p, range.hkv, at, lane);
-    }
-    copy_step<Shape>(p, range.hkv, at, src, key0, range.load_lo, range.load_hi, stage, lane);
-  };
+  SplitRange range;
+  if (!start_cta(p, work, sm, range)) return;
+  auto stage_at = [&](int index) { return sm.ring + (warp * kStages + index) * Shape::kStepBytes; };
+  StepCopier<Shape> copier(p, range, lane);
   const SplitSteps steps = range.steps_of(0);
-  const int64_t my_steps = warp_steps(steps.count);
+  const int64_t my_steps = warp_steps(steps.count, warp);
   auto step_key = [&](int64_t it) { return steps.first_key + (warp + kWarps * it) * kStepKeys; };
-  if (dense && my_steps > 0)
-    next_sources = step_sources<Shape>(p, range.hkv, place_of(step_key(0)), lane);
-#pragma unroll
-  for (int it = 0; it < kStages - 1; ++it) {
-    if (it < my_steps) {
-      copy_at(step_key(it), stage_at(it));
-    } else {
-      copy_async_commit();
-    }
-  }
+  copier.prime(my_steps, step_key, stage_at);
 
-  build_q_fragments<KV, DQK>(p, range, q_stage, row_exponent, q_frags);
+  build_q_fragments<KV, DQK>(p, range, sm.q_stage, sm.row_exponent, sm.q_frags);
   const bool q_has_lo = p.q_split_lo;
   // Q^T's B fragments, rows g of the A fragments' registers 0 and 2, repacked two k16 steps to a
   // 16-byte entry into Q's stage (free now), the entries shared out over the warps.
-  uint4* q_narrow = reinterpret_cast<uint4*>(q_stage);
+  uint4* q_narrow = reinterpret_cast<uint4*>(sm.q_stage);
   for (int entry = warp; entry < 2 * (DQK / 32); entry += kWarps) {
     const int half = entry / (DQK / 32), blk = entry % (DQK / 32);
     if (half == 1 && !q_has_lo) break;
     const uint4 a = *reinterpret_cast<const uint4*>(
-        q_frags + ((half * Shape::kKSteps + 2 * blk) * 32 + lane) * 4);
+        sm.q_frags + ((half * Shape::kKSteps + 2 * blk) * 32 + lane) * 4);
     const uint4 b = *reinterpret_cast<const uint4*>(
-        q_frags + ((half * Shape::kKSteps + 2 * blk + 1) * 32 + lane) * 4);
+        sm.q_frags + ((half * Shape::kKSteps + 2 * blk + 1) * 32 + lane) * 4);
     q_narrow[entry * 32 + lane] = make_uint4(a.x, a.z, b.x, b.z);
   }
   __syncthreads();
@@ -406,26 +352,18 @@ __global__ void __launch_bounds__(kWarps * 32, (DecodeShape<KV, DQK, DV, true>::
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     const int row = 2 * q4 + r;
-    score_scale[r] = scalbnf(p.scale_log2, row_exponent[row] + Format::kRawExponent);
+    score_scale[r] = scalbnf(p.scale_log2, sm.row_exponent[row] + Format::kRawExponent);
     query_row[r] = row < range.block_rows ? range.query_row(row) : range.row_first;
   }
 
   WarpState<DV, true> st;
-#pragma unroll
-  for (int j = 0; j < DV / 16; ++j)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) st.o[j][e] = 0.0f;
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    st.row_max[r] = -INFINITY;
-    st.row_sum[r] = 0.0f;
-  }
+  st.clear();
 
   NarrowScales prefetched{};
   if constexpr (!Shape::kScalesInStage) {
     if (my_steps > 0) {
       const int64_t key0 = step_key(0);
-      load_step_scales_narrow<DQK, DV>(p, range.hkv, place_of(key0), key0, range.load_lo,
+      load_step_scales_narrow<DQK, DV>(p, range.hkv, copier.place_of(key0), key0, range.load_lo,
                                        range.load_hi, lane, prefetched);
     }
   }
@@ -439,7 +377,7 @@ __global__ void __launch_bounds__(kWarps * 32, (DecodeShape<KV, DQK, DV, true>::
     copy_async_wait<kStages - 2>();
     __syncwarp();
     if (it + kStages - 1 < my_steps) {
-      copy_at(step_key(it + kStages - 1), stage_at(refill_slot));
+      copier.copy(step_key(it + kStages - 1), stage_at(refill_slot));
     } else {
       copy_async_commit();
     }
@@ -450,7 +388,7 @@ __global__ void __launch_bounds__(kWarps * 32, (DecodeShape<KV, DQK, DV, true>::
       scales = prefetched;
       if (it + 1 < my_steps) {
         const int64_t key0 = step_key(it + 1);
-        load_step_scales_narrow<DQK, DV>(p, range.hkv, place_of(key0), key0, range.load_lo,
+        load_step_scales_narrow<DQK, DV>(p, range.hkv, copier.place_of(key0), key0, range.load_lo,
                                          range.load_hi, lane, prefetched);
       }
     }
@@ -573,11 +511,11 @@ __global__ void __launch_bounds__(kWarps * 32, (DecodeShape<KV, DQK, DV, true>::
   const bool write_partial = work.count >= 2 || p.write_all_partials;
   copy_async_wait<0>();
   __syncthreads();
-  float* merge = reinterpret_cast<float*>(ring);
-  finish_split<DV, DV, 0>(p, range, split, write_final, write_partial, st, warp_max, warp_sum,
-                          row_lse, merge + warp * kRowsPerBlock * DV,
+  float* merge = reinterpret_cast<float*>(sm.ring);
+  finish_split<DV, DV, 0>(p, range, split, write_final, write_partial, st, sm.warp_max, sm.warp_sum,
+                          sm.row_lse, merge + warp * kRowsPerBlock * DV,
                           [&](int w) { return merge + w * kRowsPerBlock * DV; });
-  if (p.arrivals != nullptr && work.count >= 2) combine_if_last(p, work, range, row_exponent);
+  if (p.arrivals != nullptr && work.count >= 2) combine_if_last(p, work, range, sm.row_exponent);
 }
 
 template <DType KV, int DQK, int DV>
