@@ -11,9 +11,12 @@
 // Half the accumulators and products of the wide kernel, where 15 of 16 rows are empty at a GQA
 // group of 1. V's E8M0 scales are applied in f16 by one packed multiply per pair: with a per-warp
 // exponent T, P' = P 2^T and V' = V 2^-T, so that P' V' = P V; each V' = code 2^(E - T) is exact
-// in f16 while E - T stays in a per-format window (kNarrowWindow), which a step checks with one
+// in f16 while E - T stays in a per-format window (NarrowWindow), which a step checks with one
 // compare per key. A step whose scales leave the window (or are 0 or 0xFF) takes the exact path:
 // V' in f32, rounded to bf16, and P' in bf16, as the wide kernel computes every step.
+//
+// Its shape (DecodeShape<..., true>): two stages of copies per warp at FP8 D=128 and 128
+// registers, four CTAs an SM (the wide MX kernel: three, 168 registers).
 //
 // The host picks this kernel for MX K/V with V scales along the head dim when tile rows times the
 // group are at most 8.
