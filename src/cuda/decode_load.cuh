@@ -53,6 +53,14 @@ __device__ __forceinline__ StepPlace step_place(const DecodeParams& p, int64_t b
   return {page, key0 % p.page_size};
 }
 
+// The scale row of one key slot in a cache's E8M0 scales laid out [outer][slot][KV head][`bytes`]
+// (K's; V's along the head dim).
+__device__ __forceinline__ const uint8_t* slot_scale_row(const DecodeParams& p,
+                                                         const uint8_t* scales, int64_t hkv,
+                                                         int64_t outer, int64_t slot, int bytes) {
+  return scales + ((outer * p.kv_slots + slot) * p.heads_kv + hkv) * bytes;
+}
+
 // The global sources of a lane's copies for one step: with paired copies its K and V row (at the
 // lane's half of the first 32-byte pair), and where the scales ride in the stage the scale row it
 // copies (lanes 0-15 a key's K scales, lanes 16-31 a key's V scales along the head dim or 16 bytes
@@ -79,10 +87,9 @@ __device__ __forceinline__ StepSources step_sources(const DecodeParams& p, int64
     const int row = lane & 15;
     const int64_t slot = at.slot0 + row;
     if (lane < 16) {
-      s.scale = p.k_scales + ((at.outer * p.kv_slots + slot) * p.heads_kv + hkv) * kKBytes;
+      s.scale = slot_scale_row(p, p.k_scales, hkv, at.outer, slot, kKBytes);
     } else if (!p.v_scales_along_keys) {
-      s.scale =
-          p.v_scales + ((at.outer * p.kv_slots + slot) * p.heads_kv + hkv) * (Shape::kDimV / 32);
+      s.scale = slot_scale_row(p, p.v_scales, hkv, at.outer, slot, Shape::kDimV / 32);
     } else {
       const int64_t blocks = (p.kv_slots + 31) / 32;
       s.scale = p.v_scales +
@@ -159,13 +166,6 @@ __device__ __forceinline__ void copy_step_scales(const DecodeParams& p, const ui
 template <int kBits, int kChunks, int kRowBytes, bool kValues>
 __device__ __forceinline__ int chunk_byte(int row, int chunk) {
   return row * kRowBytes + (swizzled_chunk<kBits, kChunks, kValues>(row, chunk) << 4);
-}
-
-// Whether a row of `chunks` 16-byte chunks fills whole passes of the warp's 32 lanes (row lengths
-// of 128, 256 and 512 bytes), so that each lane copies one fixed chunk of every (32 / chunks)-th
-// row.
-constexpr bool whole_row_passes(int chunks) {
-  return chunks <= 32 && 32 % chunks == 0;
 }
 
 // The 16 rows of one tile (K or V) of a step, whole rows per pass of the warp (whole_row_passes):
@@ -315,6 +315,25 @@ __device__ __forceinline__ void block_scales(const uint32_t (&words)[N][2], int 
   }
 }
 
+// The scale words of N keys of a step (rows[k] of the step) from a cache's scales laid out
+// [outer][slot][KV head][kBytes]; keys outside [lo, hi] read as scales 1 (bytes 0x7f).
+template <int kBytes, int N>
+__device__ __forceinline__ void load_slot_scales(const DecodeParams& p, const uint8_t* scales,
+                                                 int64_t hkv, StepPlace at, int64_t key0,
+                                                 int64_t lo, int64_t hi, const int (&rows)[N],
+                                                 uint32_t (&out)[N][2]) {
+#pragma unroll
+  for (int k = 0; k < N; ++k) {
+    const int64_t key = key0 + rows[k];
+    if (key >= lo && key <= hi) {
+      load_scale_bytes<kBytes>(slot_scale_row(p, scales, hkv, at.outer, at.slot0 + rows[k], kBytes),
+                               out[k]);
+    } else {
+      out[k][0] = out[k][1] = 0x7f7f7f7fu;
+    }
+  }
+}
+
 // The E8M0 scales one lane needs for one step. K: the four keys of its score columns (8t + 2q + e),
 // every block. V along the head dim: its four value keys (2q, 2q+1, 2q+8, 2q+9), every block; along
 // the keys: the step's key block, the 8 dims of each of its 64-dim chunks.
@@ -378,33 +397,11 @@ __device__ __forceinline__ void load_step_scales(const DecodeParams& p, int64_t 
                                                  int64_t key0, int64_t lo, int64_t hi, int lane,
                                                  StepScales<DQK, DV>& s) {
   const int g = lane >> 2, q4 = lane & 3;
-  constexpr int kKBytes = DQK / 32;
-  constexpr int kVBytes = DV / 32;
-#pragma unroll
-  for (int e = 0; e < 4; ++e) {
-    const int row = 8 * (e >> 1) + 2 * q4 + (e & 1);
-    const int64_t key = key0 + row;
-    if (key >= lo && key <= hi) {
-      const int64_t slot = at.slot0 + row;
-      load_scale_bytes<kKBytes>(
-          p.k_scales + ((at.outer * p.kv_slots + slot) * p.heads_kv + hkv) * kKBytes, s.k[e]);
-    } else {
-      s.k[e][0] = s.k[e][1] = 0x7f7f7f7fu;
-    }
-  }
+  // The lane's four keys, K's and V's alike: 2q, 2q + 1, 2q + 8, 2q + 9.
+  const int rows[4] = {2 * q4, 2 * q4 + 1, 2 * q4 + 8, 2 * q4 + 9};
+  load_slot_scales<DQK / 32>(p, p.k_scales, hkv, at, key0, lo, hi, rows, s.k);
   if (!p.v_scales_along_keys) {
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int row = 2 * q4 + (e & 1) + 8 * (e >> 1);
-      const int64_t key = key0 + row;
-      if (key >= lo && key <= hi) {
-        const int64_t slot = at.slot0 + row;
-        load_scale_bytes<kVBytes>(
-            p.v_scales + ((at.outer * p.kv_slots + slot) * p.heads_kv + hkv) * kVBytes, s.v[e]);
-      } else {
-        s.v[e][0] = s.v[e][1] = 0x7f7f7f7fu;
-      }
-    }
+    load_slot_scales<DV / 32>(p, p.v_scales, hkv, at, key0, lo, hi, rows, s.v);
   } else {
     // Every step holds a loadable key, so its key block is a real one.
     const int64_t blocks = (p.kv_slots + 31) / 32;

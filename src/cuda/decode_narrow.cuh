@@ -108,37 +108,24 @@ __device__ __forceinline__ void load_step_scales_narrow(const DecodeParams& p, i
                                                         StepPlace at, int64_t key0, int64_t lo,
                                                         int64_t hi, int lane, NarrowScales& s) {
   const int g = lane >> 2, q4 = lane & 3;
-  constexpr int kKBytes = DQK / 32;
-#pragma unroll
-  for (int t = 0; t < 2; ++t) {
-    const int row = g + 8 * t;
-    const int64_t key = key0 + row;
-    if (key >= lo && key <= hi) {
-      const int64_t slot = at.slot0 + row;
-      load_scale_bytes<kKBytes>(
-          p.k_scales + ((at.outer * p.kv_slots + slot) * p.heads_kv + hkv) * kKBytes, s.k[t]);
-    } else {
-      s.k[t][0] = s.k[t][1] = 0x7f7f7f7fu;
-    }
-  }
+  const int key_rows[2] = {g, g + 8};
+  load_slot_scales<DQK / 32>(p, p.k_scales, hkv, at, key0, lo, hi, key_rows, s.k);
   const int block = narrow_value_block<DV>(g);
 #pragma unroll
   for (int e = 0; e < 4; ++e) {
     const int row = 2 * q4 + (e & 1) + 8 * (e >> 1);
     const int64_t key = key0 + row;
     s.v[e] = 0u;
-    if (key >= lo && key <= hi) {
-      const int64_t slot = at.slot0 + row;
-      s.v[e] = p.v_scales[((at.outer * p.kv_slots + slot) * p.heads_kv + hkv) * (DV / 32) + block];
-    }
+    if (key >= lo && key <= hi)
+      s.v[e] = slot_scale_row(p, p.v_scales, hkv, at.outer, at.slot0 + row, DV / 32)[block];
   }
 }
 
 // S^T for one step: lane holds keys g (s[0], s[1]) and g + 8 (s[2], s[3]) of rows 2q, 2q + 1.
 // Each 32-dim block is its own product of raw codes, scaled in f32 by the two keys' scales.
-// Q^T's B fragments of one lane (narrow_q_fragments): per block (two k16 steps), one 16-byte
-// entry {step 2b registers 0, 1; step 2b + 1 registers 0, 1}, the rounding errors' entries
-// DQK / 32 blocks on.
+// `q_narrow`: Q^T's B fragments as the kernel repacks them, per block (two k16 steps) one 16-byte
+// entry a lane {step 2b registers 0, 1; step 2b + 1 registers 0, 1}, the rounding errors' entries
+// (kLo) DQK / 32 blocks on.
 template <DType KV, int DQK, int DV, bool kLo>
 __device__ __forceinline__ void narrow_scores(const uint8_t* k_tile, const uint4* q_narrow,
                                               const NarrowScales& scales, bool scale_ends,

@@ -13,6 +13,13 @@ constexpr int max_int(int a, int b) {
   return a > b ? a : b;
 }
 
+// Whether a row of `chunks` 16-byte chunks fills whole passes of the warp's 32 lanes (row lengths
+// of 128, 256 and 512 bytes), so that each lane copies one fixed chunk of every (32 / chunks)-th
+// row (decode_load.cuh, copy_rows).
+constexpr bool whole_row_passes(int chunks) {
+  return chunks <= 32 && 32 % chunks == 0;
+}
+
 // kNarrow: the narrow MX kernel's shape (decode_narrow.cuh): about 8 KB of copies per warp (two
 // stages of a 128-dim FP8 step), so that four CTAs fit an SM; its steps cost few enough
 // instructions that one step in flight per warp covers DRAM latency.
@@ -27,12 +34,12 @@ struct DecodeShape {
   // MX caches copy a step's rows by lane pairs (32 contiguous bytes per row and copy, one row
   // pointer per lane); 16-bit caches keep whole rows per half warp: the build that used paired
   // copies for them too decoded bf16 25% slower (docs/perf.md, 2026-12-03).
-  // The narrow kernel copies whole rows where they fill whole passes of the warp (FP8 and FP4): a
-  // lane's destinations then differ by constants from step to step, and its copies cost a few
-  // instructions each instead of the paired copies' swizzle arithmetic.
+  // The narrow kernel copies whole rows where they fill whole passes of the warp (FP8 and FP4),
+  // chosen with its four-CTA shape and not measured apart from it: its step took 553 instructions
+  // against 549 with paired copies at three CTAs (docs/perf.md, 2026-12-04 session 12).
   static constexpr bool kPairedCopies =
       is_mx(KV) && kKChunks % 2 == 0 && kVChunks % 2 == 0 &&
-      !(kNarrow && kKChunks <= 32 && 32 % kKChunks == 0 && kVChunks <= 32 && 32 % kVChunks == 0);
+      !(kNarrow && whole_row_passes(kKChunks) && whole_row_passes(kVChunks));
   // MX scales of a step ride in the stage, after the rows, when every key's scale row is a whole
   // number of 4-byte words: K [16 keys][Dqk/32]; V [16 keys][Dv/32] along the head dim, or the
   // step's key block [Dv] along the keys.
