@@ -6,7 +6,10 @@
 // far more than the 60 MB L2, so each replay streams from HBM; the small shapes (1k and 8k keys)
 // are the latency cases and are reported as measured, L2 included.
 //
-// Usage: mxattn_decode_bench [--json PATH] [--quick]
+// Usage: mxattn_decode_bench [--json PATH] [--quick] [--shapes A,B] [--kvs X,Y] [--repeat N]
+//   --shapes / --kvs: only the engine's own rows of the shapes whose names contain one of the
+//   given strings, for the given KV types (a focused run, e.g. to compare two builds; no sweeps,
+//   no combine-only shape). --repeat N: run the chosen rows N times, in turn.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -227,19 +230,45 @@ Result run_shape(const Shape& s, mxattn::DType kv, int64_t tile_n, cudaStream_t 
 
 }  // namespace
 
+std::vector<std::string> split_list(const char* text) {
+  std::vector<std::string> items;
+  std::string item;
+  for (const char* c = text;; ++c) {
+    if (*c == ',' || *c == '\0') {
+      if (!item.empty()) items.push_back(item);
+      item.clear();
+      if (*c == '\0') break;
+    } else {
+      item += *c;
+    }
+  }
+  return items;
+}
+
 int main(int argc, char** argv) {
   std::string json_path = "decode_bench.json";
   bool quick = false;
+  std::vector<std::string> only_shapes, only_kvs;
+  int repeat = 1;
   for (int n = 1; n < argc; ++n) {
     if (std::strcmp(argv[n], "--json") == 0 && n + 1 < argc) {
       json_path = argv[++n];
     } else if (std::strcmp(argv[n], "--quick") == 0) {
       quick = true;
+    } else if (std::strcmp(argv[n], "--shapes") == 0 && n + 1 < argc) {
+      only_shapes = split_list(argv[++n]);
+    } else if (std::strcmp(argv[n], "--kvs") == 0 && n + 1 < argc) {
+      only_kvs = split_list(argv[++n]);
+    } else if (std::strcmp(argv[n], "--repeat") == 0 && n + 1 < argc) {
+      repeat = std::max(1, std::atoi(argv[++n]));
     } else {
-      std::fprintf(stderr, "usage: %s [--json PATH] [--quick]\n", argv[0]);
+      std::fprintf(stderr,
+                   "usage: %s [--json PATH] [--quick] [--shapes A,B] [--kvs X,Y] [--repeat N]\n",
+                   argv[0]);
       return 2;
     }
   }
+  const bool focused = !only_shapes.empty() || !only_kvs.empty();
   const int reps = quick ? 5 : 15;
   cudaStream_t stream;
   CHECK_CUDA(cudaStreamCreate(&stream));
@@ -256,7 +285,23 @@ int main(int argc, char** argv) {
                                mxattn::DType::e5m2, mxattn::DType::e2m3, mxattn::DType::e3m2,
                                mxattn::DType::e2m1};
   std::vector<Result> results;
+  if (focused) {
+    const auto chosen = [](const std::vector<std::string>& wanted, const std::string& name,
+                           bool substring) {
+      if (wanted.empty()) return true;
+      for (const std::string& w : wanted)
+        if (substring ? name.find(w) != std::string::npos : name == w) return true;
+      return false;
+    };
+    for (int r = 0; r < repeat; ++r)
+      for (const Shape& s : shapes)
+        for (mxattn::DType kv : kvs)
+          if (chosen(only_shapes, s.name, true) &&
+              chosen(only_kvs, std::string(mxattn::name_of(kv)), false))
+            results.push_back(run_shape(s, kv, 0, stream, reps));
+  }
   for (const Shape& s : shapes) {
+    if (focused) break;
     for (mxattn::DType kv : kvs) results.push_back(run_shape(s, kv, 0, stream, reps));
     // The general MX kernel beside the narrow one the engine picks here (same partition).
     for (mxattn::DType kv :
@@ -288,8 +333,9 @@ int main(int argc, char** argv) {
   // The combine kernel on bytes of its own large enough that its launch does not set its time
   // (the decode shapes give it 0.5-4 MB): 16 query rows a sequence (speculative decoding), 64
   // sequences of 32k keys, 32 splits of every row, 0.54 GB of f32 partials.
-  results.push_back(run_shape({"B64_H32_K8_Sq16_S32k_combine", 64, 32, 8, 32768, 16},
-                              mxattn::DType::bf16, 0, stream, reps));
+  if (!focused)
+    results.push_back(run_shape({"B64_H32_K8_Sq16_S32k_combine", 64, 32, 8, 32768, 16},
+                                mxattn::DType::bf16, 0, stream, reps));
 
   std::printf("device: %s, %d SMs; read-only probe over 2 GiB: %.0f GB/s\n", prop.name,
               prop.multiProcessorCount, probe);
