@@ -10,13 +10,15 @@
 #   bash scripts/ab_decode.sh [--rounds N] [--tests FILTER] NAME=DIR [NAME=DIR ...] -- BENCH_ARGS
 # DIR: a source tree (`.` for this one, or a worktree under the ignored .ab/, e.g. made with
 # `git worktree add .ab/early wip/narrow-early-v`). BENCH_ARGS go to mxattn_decode_bench (e.g.
-# --shapes 128k,B8 --kvs e4m3,e2m1). Logs and JSON go to $OUT/ab (or ./out/ab).
+# --shapes 128k,B8 --kvs e4m3,e2m1). Logs and JSON are packed into $OUT/ab_results.tgz (OUT
+# defaults to ./out).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT="$PWD"
 OUT="${OUT:-$ROOT/out}"
-LOGS="$OUT/ab"
-mkdir -p "$LOGS"
+LOGS="$(mktemp -d)/ab"
+mkdir -p "$LOGS" "$OUT"
+trap 'tar czf "$OUT/ab_results.tgz" -C "$(dirname "$LOGS")" ab' EXIT
 rounds=3
 tests=""
 names=()
