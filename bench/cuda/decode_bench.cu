@@ -7,9 +7,11 @@
 // are the latency cases and are reported as measured, L2 included.
 //
 // Usage: mxattn_decode_bench [--json PATH] [--quick] [--shapes A,B] [--kvs X,Y] [--repeat N]
+//                            [--dim D]
 //   --shapes / --kvs: only the engine's own rows of the shapes whose names contain one of the
 //   given strings, for the given KV types (a focused run, e.g. to compare two builds; no sweeps,
-//   no combine-only shape). --repeat N: run the chosen rows N times, in turn.
+//   no combine-only shape). --repeat N: run the chosen rows N times, in turn. --dim: head dims
+//   other than 128 (192: Dqk 192, Dv 128), a focused run whose shape names say so.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -134,6 +136,7 @@ struct Shape {
   const char* name;
   int64_t batch, heads_q, heads_kv, keys;
   int64_t seq_q = 1;  // query rows per sequence (no mask)
+  int64_t dim_qk = 128, dim_v = 128;
 };
 
 struct Result {
@@ -156,14 +159,17 @@ mxattn::TensorView view(void* data, mxattn::DType t, std::initializer_list<int64
 Result run_shape(const Shape& s, mxattn::DType kv, int64_t tile_n, cudaStream_t stream, int reps,
                  int64_t tiles_per_split = 0, int32_t splits_per_cta = 0, bool wide_mx = false) {
   using mxattn::DType;
-  constexpr int64_t kDim = 128;
+  const int64_t dqk = s.dim_qk, dv = s.dim_v;
   const bool mx = mxattn::is_mx(kv);
-  const int64_t kv_elems = s.batch * s.keys * s.heads_kv * kDim;
-  const int64_t kv_bytes = kv_elems * mxattn::bits_of(kv) / 8;
-  const int64_t scale_bytes = mx ? kv_elems / 32 : 0;
-  DeviceBuffer q(s.batch * s.seq_q * s.heads_q * kDim * 2),
-      o(s.batch * s.seq_q * s.heads_q * kDim * 2);
-  DeviceBuffer k(kv_bytes), v(kv_bytes), ks(scale_bytes), vs(scale_bytes);
+  const int64_t k_elems = s.batch * s.keys * s.heads_kv * dqk;
+  const int64_t v_elems = s.batch * s.keys * s.heads_kv * dv;
+  const int64_t k_bytes = k_elems * mxattn::bits_of(kv) / 8;
+  const int64_t v_bytes = v_elems * mxattn::bits_of(kv) / 8;
+  const int64_t k_scale_bytes = mx ? k_elems / 32 : 0;
+  const int64_t v_scale_bytes = mx ? v_elems / 32 : 0;
+  DeviceBuffer q(s.batch * s.seq_q * s.heads_q * dqk * 2),
+      o(s.batch * s.seq_q * s.heads_q * dv * 2);
+  DeviceBuffer k(k_bytes), v(v_bytes), ks(k_scale_bytes), vs(v_scale_bytes);
   q.fill(Fill::bf16_values, 1);
   const Fill codes = kv == DType::bf16   ? Fill::bf16_values
                      : kv == DType::e4m3 ? Fill::e4m3_codes
@@ -178,13 +184,13 @@ Result run_shape(const Shape& s, mxattn::DType kv, int64_t tile_n, cudaStream_t 
   std::vector<int32_t> kv_len(size_t(s.batch), int32_t(s.keys));
 
   mxattn::AttentionArgs a;
-  a.q = view(q.ptr, DType::bf16, {s.batch, s.seq_q, s.heads_q, kDim});
-  a.k = view(k.ptr, kv, {s.batch, s.keys, s.heads_kv, kDim});
-  a.v = view(v.ptr, kv, {s.batch, s.keys, s.heads_kv, kDim});
-  a.o = view(o.ptr, DType::bf16, {s.batch, s.seq_q, s.heads_q, kDim});
+  a.q = view(q.ptr, DType::bf16, {s.batch, s.seq_q, s.heads_q, dqk});
+  a.k = view(k.ptr, kv, {s.batch, s.keys, s.heads_kv, dqk});
+  a.v = view(v.ptr, kv, {s.batch, s.keys, s.heads_kv, dv});
+  a.o = view(o.ptr, DType::bf16, {s.batch, s.seq_q, s.heads_q, dv});
   if (mx) {
-    a.k_scales = view(ks.ptr, DType::e8m0, {s.batch, s.keys, s.heads_kv, kDim / 32});
-    a.v_scales = view(vs.ptr, DType::e8m0, {s.batch, s.keys, s.heads_kv, kDim / 32});
+    a.k_scales = view(ks.ptr, DType::e8m0, {s.batch, s.keys, s.heads_kv, dqk / 32});
+    a.v_scales = view(vs.ptr, DType::e8m0, {s.batch, s.keys, s.heads_kv, dv / 32});
   }
   a.kv_len = view(kv_len.data(), DType::i32, {s.batch});
   a.split.split_kv = 0;
@@ -199,9 +205,19 @@ Result run_shape(const Shape& s, mxattn::DType kv, int64_t tile_n, cudaStream_t 
   CHECK_CUDA(cudaStreamSynchronize(stream));
   const cudaGraphExec_t graph = capture(
       stream, [&] { check_status(mxattn::cuda::run_decode(plan, a, stream), "run_decode"); });
-  const bool small = kv_bytes < (int64_t(256) << 20);
+  const bool small = k_bytes + v_bytes < (int64_t(512) << 20);
   Result r;
   r.shape = s.name;
+  if (dqk != 128 || dv != 128) {
+    char suffix[32];
+    if (dv != dqk) {
+      std::snprintf(suffix, sizeof suffix, "_D%lldx%lld", static_cast<long long>(dqk),
+                    static_cast<long long>(dv));
+    } else {
+      std::snprintf(suffix, sizeof suffix, "_D%lld", static_cast<long long>(dqk));
+    }
+    r.shape += suffix;
+  }
   r.kv = std::string(mxattn::name_of(kv));
   r.tile_n = tile_n > 0 ? tile_n : mxattn::cuda::default_tile_n(s.keys);
   r.default_tile = tile_n == 0;
@@ -209,7 +225,7 @@ Result run_shape(const Shape& s, mxattn::DType kv, int64_t tile_n, cudaStream_t 
   r.splits_per_cta = splits_per_cta;
   r.wide_mx = wide_mx;
   r.us = time_graph(graph, stream, reps, small ? 50 : 5);
-  r.kv_bytes = double(2 * (kv_bytes + scale_bytes));
+  r.kv_bytes = double(k_bytes + v_bytes + k_scale_bytes + v_scale_bytes);
   r.gbps = r.kv_bytes / (r.us * 1e-6) / 1e9;
   r.ctas = plan.split_blocks();
   r.combines = plan.combines();
@@ -222,7 +238,7 @@ Result run_shape(const Shape& s, mxattn::DType kv, int64_t tile_n, cudaStream_t 
     // count are skipped), O written.
     const double rows = double(s.batch * s.seq_q * s.heads_q);
     const double slots = double(plan.partial_slots());
-    r.combine_gbps = rows * (slots * (kDim * 4 + 4) + kDim * 2) / (r.combine_us * 1e-6) / 1e9;
+    r.combine_gbps = rows * (slots * (dv * 4 + 4) + dv * 2) / (r.combine_us * 1e-6) / 1e9;
     CHECK_CUDA(cudaGraphExecDestroy(combine));
   }
   return r;
@@ -250,6 +266,7 @@ int main(int argc, char** argv) {
   bool quick = false;
   std::vector<std::string> only_shapes, only_kvs;
   int repeat = 1;
+  int dim = 128;
   for (int n = 1; n < argc; ++n) {
     if (std::strcmp(argv[n], "--json") == 0 && n + 1 < argc) {
       json_path = argv[++n];
@@ -261,14 +278,21 @@ int main(int argc, char** argv) {
       only_kvs = split_list(argv[++n]);
     } else if (std::strcmp(argv[n], "--repeat") == 0 && n + 1 < argc) {
       repeat = std::max(1, std::atoi(argv[++n]));
+    } else if (std::strcmp(argv[n], "--dim") == 0 && n + 1 < argc) {
+      dim = std::atoi(argv[++n]);
     } else {
       std::fprintf(stderr,
-                   "usage: %s [--json PATH] [--quick] [--shapes A,B] [--kvs X,Y] [--repeat N]\n",
+                   "usage: %s [--json PATH] [--quick] [--shapes A,B] [--kvs X,Y] [--repeat N] "
+                   "[--dim 64|128|192|256]\n",
                    argv[0]);
       return 2;
     }
   }
-  const bool focused = !only_shapes.empty() || !only_kvs.empty();
+  if (dim != 64 && dim != 128 && dim != 192 && dim != 256) {
+    std::fprintf(stderr, "--dim: 64, 128, 192 (Dqk 192, Dv 128) or 256\n");
+    return 2;
+  }
+  const bool focused = !only_shapes.empty() || !only_kvs.empty() || dim != 128;
   const int reps = quick ? 5 : 15;
   cudaStream_t stream;
   CHECK_CUDA(cudaStreamCreate(&stream));
@@ -276,11 +300,15 @@ int main(int argc, char** argv) {
   CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));
 
   const double probe = probe_bandwidth(stream, reps);
-  const Shape shapes[] = {{"B1_H32_K32_S128k", 1, 32, 32, 131072},
-                          {"B8_H32_K8_S32k", 8, 32, 8, 32768},
-                          {"B64_H32_K8_S4k", 64, 32, 8, 4096},
-                          {"B1_H32_K32_S1k_graph", 1, 32, 32, 1024},
-                          {"B1_H32_K32_S8k_graph", 1, 32, 32, 8192}};
+  Shape shapes[] = {{"B1_H32_K32_S128k", 1, 32, 32, 131072},
+                    {"B8_H32_K8_S32k", 8, 32, 8, 32768},
+                    {"B64_H32_K8_S4k", 64, 32, 8, 4096},
+                    {"B1_H32_K32_S1k_graph", 1, 32, 32, 1024},
+                    {"B1_H32_K32_S8k_graph", 1, 32, 32, 8192}};
+  for (Shape& s : shapes) {
+    s.dim_qk = dim;
+    s.dim_v = dim == 192 ? 128 : dim;
+  }
   const mxattn::DType kvs[] = {mxattn::DType::bf16, mxattn::DType::f16,  mxattn::DType::e4m3,
                                mxattn::DType::e5m2, mxattn::DType::e2m3, mxattn::DType::e3m2,
                                mxattn::DType::e2m1};
