@@ -123,23 +123,21 @@ __device__ __forceinline__ SplitRange split_range(const DecodeParams& p, const W
   return s;
 }
 
-// Builds the Q operand once per CTA: Q rows staged as f32, each row scaled by a power of two when
-// the key product is f16 (so any Q fits f16's range; the factor returns in the score scale), then
-// split into a rounded part and, where the product type cannot hold Q exactly, the rounding error.
-// Fragment layout: [hi/lo][k step][lane] x 4 registers, in the lane-group element order of K.
-template <DType KV, int DQK>
-__device__ __forceinline__ void build_q_fragments(const DecodeParams& p, const SplitRange& s,
-                                                  float* stage, int* row_exponent,
-                                                  uint32_t* frags) {
+// Stages the CTA's first kRows packed Q rows as f32 in `stage` ([kRows][DQK]) and, where the key
+// product is f16, each row's exponent (so that the row scaled by 2^-exponent fits f16's range; the
+// factor returns in the score scale); 0 otherwise, and for rows kRows-15. Ends with a barrier.
+template <DType KV, int DQK, int kRows>
+__device__ __forceinline__ void stage_q_rows(const DecodeParams& p, const SplitRange& s,
+                                             float* stage, int* row_exponent) {
   using Format = KvFormat<KV>;
   constexpr MmaType kMma = Format::kKeyMma;
-  constexpr int kKSteps = DQK / 16;
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  static_assert(kRows == 8 || kRows == kRowsPerBlock);
+  [[maybe_unused]] const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   __syncthreads();  // the row tables (fill_row_table)
   if (p.q_rows_vectorized) {
     // 16-bit Q, rows contiguous and aligned: 8 elements a load, two loads a thread at Dqk 128.
     constexpr int kLoads = DQK / 8;
-    for (int idx = threadIdx.x; idx < kRowsPerBlock * kLoads; idx += kWarps * 32) {
+    for (int idx = threadIdx.x; idx < kRows * kLoads; idx += kWarps * 32) {
       const int r = idx / kLoads, d = 8 * (idx % kLoads);
       uint4 v = make_uint4(0u, 0u, 0u, 0u);
       if (r < s.block_rows) {
@@ -160,29 +158,45 @@ __device__ __forceinline__ void build_q_fragments(const DecodeParams& p, const S
       dst[1] = make_float4(x[4], x[5], x[6], x[7]);
     }
   } else {
-    for (int idx = threadIdx.x; idx < kRowsPerBlock * DQK; idx += kWarps * 32) {
+    for (int idx = threadIdx.x; idx < kRows * DQK; idx += kWarps * 32) {
       const int r = idx / DQK, d = idx % DQK;
       float x = 0.0f;
       if (r < s.block_rows) x = load_q(p, s.b, s.query_row(r), s.query_head(r), d);
       stage[idx] = x;
     }
   }
-  if constexpr (kMma != MmaType::f16) {
+  if (kMma != MmaType::f16 || threadIdx.x >= kRows) {
     if (threadIdx.x < kRowsPerBlock) row_exponent[threadIdx.x] = 0;
   }
   __syncthreads();
   // Row exponents for f16 products: 8 lanes per row, 4 rows per warp.
   if constexpr (kMma == MmaType::f16) {
     const int r = warp * 4 + (lane >> 3);
-    float amax = 0.0f;
-    for (int d = lane & 7; d < DQK; d += 8) amax = fmaxf(amax, fabsf(stage[r * DQK + d]));
+    if (r < kRows) {
+      float amax = 0.0f;
+      for (int d = lane & 7; d < DQK; d += 8) amax = fmaxf(amax, fabsf(stage[r * DQK + d]));
 #pragma unroll
-    for (int o = 1; o < 8; o <<= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-    int e = 0;
-    if (amax > 0.0f && amax <= FLT_MAX) e = ilogbf(amax) + 1;
-    if ((lane & 7) == 0) row_exponent[r] = e;
+      for (int o = 1; o < 8; o <<= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+      int e = 0;
+      if (amax > 0.0f && amax <= FLT_MAX) e = ilogbf(amax) + 1;
+      if ((lane & 7) == 0) row_exponent[r] = e;
+    }
     __syncthreads();
   }
+}
+
+// Builds the general kernel's Q operand once per CTA: the 16 rows staged (stage_q_rows), then
+// split into a rounded part and, where the product type cannot hold Q exactly, the rounding error.
+// Fragment layout: [hi/lo][k step][lane] x 4 registers, in the lane-group element order of K.
+template <DType KV, int DQK>
+__device__ __forceinline__ void build_q_fragments(const DecodeParams& p, const SplitRange& s,
+                                                  float* stage, int* row_exponent,
+                                                  uint32_t* frags) {
+  using Format = KvFormat<KV>;
+  constexpr MmaType kMma = Format::kKeyMma;
+  constexpr int kKSteps = DQK / 16;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  stage_q_rows<KV, DQK, kRowsPerBlock>(p, s, stage, row_exponent);
   const int g = lane >> 2, q4 = lane & 3;
   for (int ks = warp; ks < kKSteps; ks += kWarps) {
     const int base = 32 * (ks / 2) + 8 * q4;
@@ -603,7 +617,7 @@ struct SplitSmem {
       : ring(smem),
         q_frags(reinterpret_cast<uint32_t*>(smem + Shape::kLoopBytes)),
         q_stage(reinterpret_cast<float*>(smem + Shape::kLoopBytes + Shape::kQFragBytes)),
-        warp_max(q_stage + kRowsPerBlock * DQK),
+        warp_max(q_stage + Shape::kQStageBytes / 4),
         warp_sum(warp_max + kWarps * kRowsPerBlock),
         row_exponent(reinterpret_cast<int*>(warp_sum + kWarps * kRowsPerBlock)),
         row_lse(reinterpret_cast<float*>(row_exponent + kRowsPerBlock)),

@@ -293,6 +293,37 @@ __device__ __forceinline__ void mask_step_narrow(const SplitRange& range,
   }
 }
 
+// Q^T's B fragments for the narrow kernel from Q's staged rows 0-7 (stage_q_rows), per 32-dim
+// block one 16-byte entry a lane: row g, pairs 0-3 of its 8-element group (dims 32 blk + 8q ...,
+// in K's pair order) as f16, the row scaled by 2^-exponent; then, where the products read them
+// (`with_lo`), the rounding errors' entries DQK / 32 blocks on. The blocks are shared out over the
+// warps; ends with a barrier.
+template <DType KV, int DQK>
+__device__ __forceinline__ void build_q_narrow(const float* stage, const int* row_exponent,
+                                               bool with_lo, uint4* out) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int g = lane >> 2, q4 = lane & 3;
+  for (int blk = warp; blk < DQK / 32; blk += kWarps) {
+    uint32_t hi[4], lo[4];
+#pragma unroll
+    for (int pair = 0; pair < 4; ++pair) {
+      float v[2], rest[2];
+#pragma unroll
+      for (int half = 0; half < 2; ++half)
+        v[half] = scalbnf(stage[g * DQK + 32 * blk + 8 * q4 + pair_element<KV>(pair, half)],
+                          -row_exponent[g]);
+      hi[pair] = pack_pair<MmaType::f16>(v[0], v[1]);
+#pragma unroll
+      for (int half = 0; half < 2; ++half)
+        rest[half] = v[half] - unpack_half<MmaType::f16>(hi[pair], half);
+      lo[pair] = pack_pair<MmaType::f16>(rest[0], rest[1]);
+    }
+    out[blk * 32 + lane] = make_uint4(hi[0], hi[1], hi[2], hi[3]);
+    if (with_lo) out[(DQK / 32 + blk) * 32 + lane] = make_uint4(lo[0], lo[1], lo[2], lo[3]);
+  }
+  __syncthreads();
+}
+
 template <DType KV, int DQK, int DV>
 __global__ void __launch_bounds__(kWarps * 32, (DecodeShape<KV, DQK, DV, true>::kMinBlocksPerSm))
     decode_split_kernel_narrow(const __grid_constant__ DecodeParams p) {
@@ -313,28 +344,21 @@ __global__ void __launch_bounds__(kWarps * 32, (DecodeShape<KV, DQK, DV, true>::
   const core::Visibility vis{work.last, p.causal, work.offset, p.window};
   SplitRange range;
   if (!start_cta(p, work, sm, range)) return;
-  auto stage_at = [&](int index) { return sm.ring + (warp * kStages + index) * Shape::kStepBytes; };
+  // Stage-major ring: stage i of the four warps side by side, so that the last stage, free until
+  // the first step refills it, holds Q's staged rows meanwhile.
+  auto stage_at = [&](int index) { return sm.ring + (index * kWarps + warp) * Shape::kStepBytes; };
   StepCopier<Shape> copier(p, range, lane);
   const SplitSteps steps = range.steps_of(0);
   const int64_t my_steps = warp_steps(steps.count, warp);
   auto step_key = [&](int64_t it) { return steps.first_key + (warp + kWarps * it) * kStepKeys; };
   copier.prime(my_steps, step_key, stage_at);
 
-  build_q_fragments<KV, DQK>(p, range, sm.q_stage, sm.row_exponent, sm.q_frags);
   const bool q_has_lo = p.q_split_lo;
-  // Q^T's B fragments, rows g of the A fragments' registers 0 and 2, repacked two k16 steps to a
-  // 16-byte entry into Q's stage (free now), the entries shared out over the warps.
-  uint4* q_narrow = reinterpret_cast<uint4*>(sm.q_stage);
-  for (int entry = warp; entry < 2 * (DQK / 32); entry += kWarps) {
-    const int half = entry / (DQK / 32), blk = entry % (DQK / 32);
-    if (half == 1 && !q_has_lo) break;
-    const uint4 a = *reinterpret_cast<const uint4*>(
-        sm.q_frags + ((half * Shape::kKSteps + 2 * blk) * 32 + lane) * 4);
-    const uint4 b = *reinterpret_cast<const uint4*>(
-        sm.q_frags + ((half * Shape::kKSteps + 2 * blk + 1) * 32 + lane) * 4);
-    q_narrow[entry * 32 + lane] = make_uint4(a.x, a.z, b.x, b.z);
-  }
-  __syncthreads();
+  float* q_rows = reinterpret_cast<float*>(stage_at(kStages - 1) - warp * Shape::kStepBytes);
+  static_assert(kNarrowRows * DQK * 4 <= kWarps * Shape::kStepBytes, "Q's rows fit a stage");
+  stage_q_rows<KV, DQK, kNarrowRows>(p, range, q_rows, sm.row_exponent);
+  uint4* q_narrow = reinterpret_cast<uint4*>(sm.q_frags);
+  build_q_narrow<KV, DQK>(q_rows, sm.row_exponent, q_has_lo, q_narrow);
 
   // Per-lane row state: rows 2q (0) and 2q + 1 (1) of this CTA.
   float score_scale[2];

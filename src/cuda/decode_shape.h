@@ -20,9 +20,12 @@ constexpr bool whole_row_passes(int chunks) {
   return chunks <= 32 && 32 % chunks == 0;
 }
 
-// kNarrow: the narrow MX kernel's shape (decode_narrow.cuh): about 8 KB of copies per warp (two
-// stages of a 128-dim FP8 step), so that four CTAs fit an SM; its steps cost few enough
-// instructions that one step in flight per warp covers DRAM latency.
+// kNarrow: the narrow MX kernel's shape (decode_narrow.cuh): about 9 KB of copies per warp (two
+// stages of a 128-dim FP8 step, four of an FP4 one), four CTAs an SM. Its Q is only the B
+// fragments of at most 8 rows (staged in the ring's last stage before the first step needs it), so
+// that a D=128 CTA takes about 40 KB of shared memory and the rest of the SM's 256 KB serves as L1:
+// with the largest shared-memory carveout forced, the same kernel ran 6.5% slower at 128k keys,
+// and a third FP8 stage (56 KB a CTA) gained nothing (docs/perf.md, 2026-12-04 session 13).
 template <DType KV, int DQK, int DV, bool kNarrow = false>
 struct DecodeShape {
   static constexpr int kBits = bits_of(KV);
@@ -48,16 +51,24 @@ struct DecodeShape {
   static constexpr int kVScaleBytes = max_int(kStepKeys * DV / 32, DV);
   static constexpr int kRowBytes = kStepKeys * (kKRowBytes + kVRowBytes);
   static constexpr int kStepBytes = kRowBytes + (kScalesInStage ? kKScaleBytes + kVScaleBytes : 0);
+  // Per row: each warp's max and sum, the row's exponent and LSE, its query row and head; per
+  // warp: its merge stage.
+  static constexpr int kStatsBytes = (2 * kWarps + 4) * kRowsPerBlock * 4 + kWarps * 4;
+  // Q: the general kernel's hi and lo A fragments and its f32 stage of 16 rows; the narrow
+  // kernel's hi and lo B fragments (8 rows; staged in the ring, build_q_narrow in
+  // decode_narrow.cuh).
+  static constexpr int kKSteps = DQK / 16;  // k16 steps of Q K^T
+  static constexpr int kQFragBytes = kNarrow ? DQK * 32 : 2 * kKSteps * 32 * 16;
+  static constexpr int kQStageBytes = kNarrow ? 0 : kRowsPerBlock * DQK * 4;
   // About 24 KB of copies per warp for 16-bit caches (two CTAs per SM cover DRAM latency at full
   // bandwidth); 16 KB for MX caches, whose steps cost more arithmetic, so that three CTAs fit.
-  static constexpr int kStages = clamp_int((kNarrow     ? 8448
+  static constexpr int kStages = clamp_int((kNarrow     ? 8960
                                             : is_mx(KV) ? 16384
                                                         : 24576) /
                                                kStepBytes,
                                            2, 4);
   static constexpr int kRingBytes = kWarps * kStages * kStepBytes;
 
-  static constexpr int kKSteps = DQK / 16;   // k16 steps of Q K^T
   static constexpr int kKBlocks = DQK / 32;  // MX blocks (and 8-element lane groups) per key row
   static constexpr int kVChunksOf64 = DV / 64;
   static constexpr int kOTiles = DV / 8;
@@ -79,11 +90,6 @@ struct DecodeShape {
   // the 168 registers of three CTAs an SM, the chain's copy cursor made ptxas spill in their main
   // loop and they ran 12-16% slower even at one split a CTA (docs/perf.md, 2026-12-03 late).
   static constexpr bool kChains = !is_mx(KV);
-  static constexpr int kQFragBytes = 2 * kKSteps * 32 * 16;  // hi and lo A fragments
-  static constexpr int kQStageBytes = kRowsPerBlock * DQK * 4;
-  // Per row: each warp's max and sum, the row's exponent and LSE, its query row and head; per
-  // warp: its merge stage.
-  static constexpr int kStatsBytes = (2 * kWarps + 4) * kRowsPerBlock * 4 + kWarps * 4;
   static constexpr int kSmemBytes = kLoopBytes + kQFragBytes + kQStageBytes + kStatsBytes;
   // CTAs per SM the register budget must allow: as many as the shared memory holds (228 KB per SM,
   // 1 KB of it reserved per CTA), at most three (168 registers a thread; four, 128 registers, for
