@@ -15,8 +15,9 @@
 // compare per key. A step whose scales leave the window (or are 0 or 0xFF) takes the exact path:
 // V' in f32, rounded to bf16, and P' in bf16, as the wide kernel computes every step.
 //
-// Its shape (DecodeShape<..., true>): two stages of copies per warp at FP8 D=128 and 128
-// registers, four CTAs an SM (the wide MX kernel: three, 168 registers).
+// Its shape (DecodeShape<..., true>): two stages of copies per warp at FP8 D=128 (four at FP4)
+// and 128 registers, four CTAs an SM (the wide MX kernel: three, 168 registers); Q only as the B
+// fragments of its rows (build_q_narrow), so that the SM's unused shared memory serves as L1.
 //
 // The host picks this kernel for MX K/V with V scales along the head dim when tile rows times the
 // group are at most 8.
