@@ -11,7 +11,8 @@
 //   --shapes / --kvs: only the engine's own rows of the shapes whose names contain one of the
 //   given strings, for the given KV types (a focused run, e.g. to compare two builds; no sweeps,
 //   no combine-only shape). --repeat N: run the chosen rows N times, in turn. --dim: head dims
-//   other than 128 (192: Dqk 192, Dv 128), a focused run whose shape names say so.
+//   other than 128 (192: Dqk 192, Dv 128), a focused run whose shape names say so. --wide: the
+//   focused rows of MX caches on the general kernel (DecodeOptions::narrow_mx = false).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -267,6 +268,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> only_shapes, only_kvs;
   int repeat = 1;
   int dim = 128;
+  bool wide = false;
   for (int n = 1; n < argc; ++n) {
     if (std::strcmp(argv[n], "--json") == 0 && n + 1 < argc) {
       json_path = argv[++n];
@@ -278,12 +280,14 @@ int main(int argc, char** argv) {
       only_kvs = split_list(argv[++n]);
     } else if (std::strcmp(argv[n], "--repeat") == 0 && n + 1 < argc) {
       repeat = std::max(1, std::atoi(argv[++n]));
+    } else if (std::strcmp(argv[n], "--wide") == 0) {
+      wide = true;
     } else if (std::strcmp(argv[n], "--dim") == 0 && n + 1 < argc) {
       dim = std::atoi(argv[++n]);
     } else {
       std::fprintf(stderr,
                    "usage: %s [--json PATH] [--quick] [--shapes A,B] [--kvs X,Y] [--repeat N] "
-                   "[--dim 64|128|192|256]\n",
+                   "[--dim 64|128|192|256] [--wide]\n",
                    argv[0]);
       return 2;
     }
@@ -292,7 +296,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "--dim: 64, 128, 192 (Dqk 192, Dv 128) or 256\n");
     return 2;
   }
-  const bool focused = !only_shapes.empty() || !only_kvs.empty() || dim != 128;
+  const bool focused = !only_shapes.empty() || !only_kvs.empty() || dim != 128 || wide;
   const int reps = quick ? 5 : 15;
   cudaStream_t stream;
   CHECK_CUDA(cudaStreamCreate(&stream));
@@ -326,7 +330,7 @@ int main(int argc, char** argv) {
         for (mxattn::DType kv : kvs)
           if (chosen(only_shapes, s.name, true) &&
               chosen(only_kvs, std::string(mxattn::name_of(kv)), false))
-            results.push_back(run_shape(s, kv, 0, stream, reps));
+            results.push_back(run_shape(s, kv, 0, stream, reps, 0, 0, wide));
   }
   for (const Shape& s : shapes) {
     if (focused) break;
