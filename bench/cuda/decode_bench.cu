@@ -245,8 +245,7 @@ Result run_shape(const Shape& s, mxattn::DType kv, int64_t tile_n, cudaStream_t 
   return r;
 }
 
-}  // namespace
-
+// The items of a comma-separated list, empty ones dropped.
 std::vector<std::string> split_list(const char* text) {
   std::vector<std::string> items;
   std::string item;
@@ -261,6 +260,8 @@ std::vector<std::string> split_list(const char* text) {
   }
   return items;
 }
+
+}  // namespace
 
 int main(int argc, char** argv) {
   std::string json_path = "decode_bench.json";

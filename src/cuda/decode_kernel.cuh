@@ -185,6 +185,25 @@ __device__ __forceinline__ void stage_q_rows(const DecodeParams& p, const SplitR
   }
 }
 
+// One packed pair of Q's operand from the staged rows (stage_q_rows): elements `pair` (in K's pair
+// order, pair_element) of the 8-element group at `base` of row r, scaled by 2^-exponent where the
+// key product is f16, as the product type (`hi`) and the rounding error of that (`lo`).
+template <DType KV, int DQK>
+__device__ __forceinline__ void q_pair_terms(const float* stage, const int* row_exponent, int r,
+                                             int base, int pair, uint32_t& hi, uint32_t& lo) {
+  constexpr MmaType kMma = KvFormat<KV>::kKeyMma;
+  float v[2], rest[2];
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const float x = stage[r * DQK + base + pair_element<KV>(pair, half)];
+    v[half] = kMma == MmaType::f16 ? scalbnf(x, -row_exponent[r]) : x;
+  }
+  hi = pack_pair<kMma>(v[0], v[1]);
+#pragma unroll
+  for (int half = 0; half < 2; ++half) rest[half] = v[half] - unpack_half<kMma>(hi, half);
+  lo = pack_pair<kMma>(rest[0], rest[1]);
+}
+
 // Builds the general kernel's Q operand once per CTA: the 16 rows staged (stage_q_rows), then
 // split into a rounded part and, where the product type cannot hold Q exactly, the rounding error.
 // Fragment layout: [hi/lo][k step][lane] x 4 registers, in the lane-group element order of K.
@@ -192,8 +211,6 @@ template <DType KV, int DQK>
 __device__ __forceinline__ void build_q_fragments(const DecodeParams& p, const SplitRange& s,
                                                   float* stage, int* row_exponent,
                                                   uint32_t* frags) {
-  using Format = KvFormat<KV>;
-  constexpr MmaType kMma = Format::kKeyMma;
   constexpr int kKSteps = DQK / 16;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   stage_q_rows<KV, DQK, kRowsPerBlock>(p, s, stage, row_exponent);
@@ -204,18 +221,8 @@ __device__ __forceinline__ void build_q_fragments(const DecodeParams& p, const S
     uint32_t hi[4], lo[4];
 #pragma unroll
     for (int reg = 0; reg < 4; ++reg) {
-      const int r = g + 8 * (reg & 1);
-      const int pair = pair0 + (reg >> 1);
-      float v[2], rest[2];
-#pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        const float x = stage[r * DQK + base + pair_element<KV>(pair, half)];
-        v[half] = kMma == MmaType::f16 ? scalbnf(x, -row_exponent[r]) : x;
-      }
-      hi[reg] = pack_pair<kMma>(v[0], v[1]);
-#pragma unroll
-      for (int half = 0; half < 2; ++half) rest[half] = v[half] - unpack_half<kMma>(hi[reg], half);
-      lo[reg] = pack_pair<kMma>(rest[0], rest[1]);
+      q_pair_terms<KV, DQK>(stage, row_exponent, g + 8 * (reg & 1), base, pair0 + (reg >> 1),
+                            hi[reg], lo[reg]);
     }
     *reinterpret_cast<uint4*>(frags + (ks * 32 + lane) * 4) =
         make_uint4(hi[0], hi[1], hi[2], hi[3]);
@@ -604,7 +611,7 @@ template <class Shape, int DQK>
 struct SplitSmem {
   uint8_t* ring;
   uint32_t* q_frags;
-  float* q_stage;
+  float* q_stage;     // the general kernel's; the narrow kernel stages Q in the ring (no bytes)
   float* warp_max;    // [kWarps][16]
   float* warp_sum;    // [kWarps][16]
   int* row_exponent;  // [16]

@@ -124,9 +124,9 @@ __device__ __forceinline__ void load_step_scales_narrow(const DecodeParams& p, i
 
 // S^T for one step: lane holds keys g (s[0], s[1]) and g + 8 (s[2], s[3]) of rows 2q, 2q + 1.
 // Each 32-dim block is its own product of raw codes, scaled in f32 by the two keys' scales.
-// `q_narrow`: Q^T's B fragments as the kernel repacks them, per block (two k16 steps) one 16-byte
-// entry a lane {step 2b registers 0, 1; step 2b + 1 registers 0, 1}, the rounding errors' entries
-// (kLo) DQK / 32 blocks on.
+// `q_narrow`: Q^T's B fragments as build_q_narrow lays them out, per block (two k16 steps) one
+// 16-byte entry a lane {step 2b: b0, b1; step 2b + 1: b0, b1}, the rounding errors' entries (kLo)
+// DQK / 32 blocks on.
 template <DType KV, int DQK, int DV, bool kLo>
 __device__ __forceinline__ void narrow_scores(const uint8_t* k_tile, const uint4* q_narrow,
                                               const NarrowScales& scales, bool scale_ends,
@@ -295,9 +295,9 @@ __device__ __forceinline__ void mask_step_narrow(const SplitRange& range,
 }
 
 // Q^T's B fragments for the narrow kernel from Q's staged rows 0-7 (stage_q_rows), per 32-dim
-// block one 16-byte entry a lane: row g, pairs 0-3 of its 8-element group (dims 32 blk + 8q ...,
-// in K's pair order) as f16, the row scaled by 2^-exponent; then, where the products read them
-// (`with_lo`), the rounding errors' entries DQK / 32 blocks on. The blocks are shared out over the
+// block one 16-byte entry a lane: row g, pairs 0-3 of its 8-element group (dims 32 blk + 8q ...)
+// as q_pair_terms makes them; then, where the products read them (`with_lo`), the rounding
+// errors' entries DQK / 32 blocks on. The blocks are shared out over the
 // warps; ends with a barrier.
 template <DType KV, int DQK>
 __device__ __forceinline__ void build_q_narrow(const float* stage, const int* row_exponent,
@@ -307,18 +307,8 @@ __device__ __forceinline__ void build_q_narrow(const float* stage, const int* ro
   for (int blk = warp; blk < DQK / 32; blk += kWarps) {
     uint32_t hi[4], lo[4];
 #pragma unroll
-    for (int pair = 0; pair < 4; ++pair) {
-      float v[2], rest[2];
-#pragma unroll
-      for (int half = 0; half < 2; ++half)
-        v[half] = scalbnf(stage[g * DQK + 32 * blk + 8 * q4 + pair_element<KV>(pair, half)],
-                          -row_exponent[g]);
-      hi[pair] = pack_pair<MmaType::f16>(v[0], v[1]);
-#pragma unroll
-      for (int half = 0; half < 2; ++half)
-        rest[half] = v[half] - unpack_half<MmaType::f16>(hi[pair], half);
-      lo[pair] = pack_pair<MmaType::f16>(rest[0], rest[1]);
-    }
+    for (int pair = 0; pair < 4; ++pair)
+      q_pair_terms<KV, DQK>(stage, row_exponent, g, 32 * blk + 8 * q4, pair, hi[pair], lo[pair]);
     out[blk * 32 + lane] = make_uint4(hi[0], hi[1], hi[2], hi[3]);
     if (with_lo) out[(DQK / 32 + blk) * 32 + lane] = make_uint4(lo[0], lo[1], lo[2], lo[3]);
   }
