@@ -10,6 +10,7 @@
 
 #include <cute/tensor.hpp>
 
+#include <cstdint>
 #include <map>
 #include <set>
 #include <utility>
@@ -101,11 +102,36 @@ void check_mask_columns() {
   for (int t = 1; t < Traits::kMmaThreads; ++t) ASSERT_EQ(offsets_of(t), offsets) << "thread " << t;
 }
 
+// zero_invalid_v_rows (mainloop.cuh) clears V's key rows 16 bytes at a time: in the swizzled
+// shared layout of V^T, the head-dim elements [8 c, 8 c + 8) of a key row in a stage are one
+// aligned 16-byte chunk (given the kernel's 1024-byte aligned buffer).
+template <class Traits>
+void check_v_row_chunks() {
+  using Element = typename Traits::Element;
+  constexpr int kChunk = 16 / int(sizeof(Element));
+  using Layout = typename Traits::SmemLayoutVt;
+  std::vector<uint8_t> bytes(cosize_v<Layout> * sizeof(Element) + 1024);
+  const uintptr_t aligned = (reinterpret_cast<uintptr_t>(bytes.data()) + 1023) & ~uintptr_t(1023);
+  Element* const base = reinterpret_cast<Element*>(aligned);
+  Tensor sVt = make_tensor(make_smem_ptr(base), Layout{});
+  std::set<const Element*> starts;
+  for (int stage = 0; stage < Traits::kStages; ++stage)
+    for (int row = 0; row < Traits::kBlockN; ++row)
+      for (int d = 0; d < Traits::kDimV; d += kChunk) {
+        const Element* chunk = &sVt(d, row, stage);
+        ASSERT_EQ(reinterpret_cast<uintptr_t>(chunk) % 16, 0u) << d << " " << row;
+        for (int j = 1; j < kChunk; ++j) ASSERT_EQ(&sVt(d + j, row, stage), chunk + j);
+        starts.insert(chunk);
+      }
+  EXPECT_EQ(starts.size(), size_t(Traits::kStages * Traits::kBlockN * Traits::kDimV / kChunk));
+}
+
 template <class Traits>
 void check_instance() {
   check_p_feeds_pv<Traits>();
   check_rows<Traits>();
   check_mask_columns<Traits>();
+  check_v_row_chunks<Traits>();
 }
 
 TEST(PrefillFragments, PFeedsPvAndRowsLineUp) {

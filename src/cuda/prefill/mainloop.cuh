@@ -131,13 +131,18 @@ template <class Traits, class TensorVt>
 __device__ __forceinline__ void zero_invalid_v_rows(TensorVt& sVt, int stage, int first_row,
                                                     int thread_idx) {
   using Element = typename Traits::Element;
-  constexpr int kDimV = Traits::kDimV;
+  // 16 bytes at a time: eight head-dim elements from a multiple of 8 stay one aligned 16-byte
+  // chunk under the 128-byte swizzle of V's rows (the head dim is the contiguous mode).
+  constexpr int kChunk = 16 / int(sizeof(Element));
+  constexpr int kChunks = Traits::kDimV / kChunk;
+  static_assert(Traits::kDimV % kChunk == 0);
   // Rolled: unrolled, the compiler hoists each copy's swizzled column address out of the main
   // loop, registers that Dqk 256 does not have, for a path that runs once per CTA at most.
 #pragma unroll 1
-  for (int idx = thread_idx; idx < (Traits::kBlockN - first_row) * kDimV;
+  for (int idx = thread_idx; idx < (Traits::kBlockN - first_row) * kChunks;
        idx += Traits::kMmaThreads) {
-    sVt(idx % kDimV, first_row + idx / kDimV, stage) = Element(0.0f);
+    Element* const chunk = &sVt(kChunk * (idx % kChunks), first_row + idx / kChunks, stage);
+    *reinterpret_cast<uint4*>(chunk) = make_uint4(0, 0, 0, 0);
   }
   cutlass::arch::fence_view_async_shared();
   cutlass::arch::NamedBarrier::sync(Traits::kMmaThreads, kMathBarrier);
@@ -188,13 +193,6 @@ __device__ __forceinline__ void compute_tiles(const PrefillParams& p, const CtaW
       mask_scores<kBlockM, kBlockN, TiledMmaQK>(acc_s, w, step, thread_idx);
     softmax.step(acc_s, p.scale_log2, rescale);
   };
-  const auto zero_past_kv_len = [&](int64_t n, const RingState& s) {
-    const int first_row = first_invalid_key_row<kBlockN>(w, n);
-    if (first_row < kBlockN) {
-      st.v_full[s.index].wait(s.phase);
-      zero_invalid_v_rows<Traits>(sVt, s.index, first_row, thread_idx);
-    }
-  };
 
   // The first warp group goes first in the ping-pong.
   if (Traits::kSchedulerBarrier && warp_group == 0 && w.tile_count > 1) {
@@ -211,13 +209,22 @@ __device__ __forceinline__ void compute_tiles(const PrefillParams& p, const CtaW
   release(st.k_empty[ring.index]);
   mask_and_softmax(step, rescale);
   round_pairs<Element>(acc_s, p_frag);
+  // Keys past kv_len: V's rows are zeroed before P V. Only the CTA's highest key tile, its first
+  // step, can reach past kv_len, and only a kv_len below Sk leaves rows to zero: past Sk the
+  // tensor copy fills them with zeros. (Zeroing the last tile of 4096 keys at Dqk 256, whose
+  // 80-key tiles do not divide it, cost every CTA 7-8% of its time; perf.md, session 14.)
+  if (w.vis.last + 1 < p.seq_k) {
+    const int first_row = first_invalid_key_row<kBlockN>(w, step.tile);
+    if (first_row < kBlockN) {
+      st.v_full[ring.index].wait(ring.phase);
+      zero_invalid_v_rows<Traits>(sVt, ring.index, first_row, thread_idx);
+    }
+  }
 
   for (int k = int(w.tile_count) - 2; k >= 0; --k) {
     const RingState ring_v = ring;  // V of step k + 1
-    const int64_t tile_v = step.tile;
-    ring.advance<kStages>();  // K of step k
+    ring.advance<kStages>();        // K of step k
     step = key_step<kBlockM, kBlockN>(w, k);
-    zero_past_kv_len(tile_v, ring_v);
     st.k_full[ring.index].wait(ring.phase);
     scheduler_sync();
     issue_gemm<true>(mma_qk, q_frag, k_frag(_, _, _, ring.index), acc_s);
@@ -238,7 +245,6 @@ __device__ __forceinline__ void compute_tiles(const PrefillParams& p, const CtaW
     round_pairs<Element>(acc_s, p_frag);
   }
 
-  zero_past_kv_len(step.tile, ring);
   if constexpr (Traits::kRescaleBeforePv) softmax.rescale_output(acc_o, rescale);
   st.v_full[ring.index].wait(ring.phase);
   issue_gemm<false>(mma_pv, p_frag, v_frag(_, _, _, ring.index), acc_o);
