@@ -9,7 +9,8 @@
 #   dist           the NCCL backend with one rank end to end, and its all-to-all beside attention
 #   cpu_bench      the fast CPU engine beside PyTorch's CPU SDPA, 2 threads, same CPU
 #   ncu            Nsight Compute on one prefill launch per head dim (not run by default;
-#                  NCU_DIMS: the head dims, NCU_CLOCKS: base or none, NCU_CAUSAL=1: causal)
+#                  NCU_DIMS: the head dims, NCU_CLOCKS: base or none, NCU_CAUSAL=1: causal,
+#                  NCU_SPLIT: split_kv, default 1 as in the benchmark)
 #   ncu_decode     Nsight Compute on one decode split kernel per KV type (not run by default;
 #                  NCU_KV: the KV types, NCU_KEYS: cached keys, NCU_CLOCKS: base or none)
 #   prefill_sweep  the prefill kernel's fixed cost per CTA: time against keys (not run by default)
@@ -151,8 +152,8 @@ section_ncu() {
       -k regex:prefill_kernel -c 1 -o "$WORK/ncu_prefill_$d" \
       "$BUILD/tools/mxattn" run --engine cuda --batch 1 --seq-len-q 4096 --seq-len-k 4096 \
       --num-heads-q 32 --num-heads-kv 32 --head-dim-qk "$d" --head-dim-v "$d" --q-format bf16 \
-      --k-format bf16 --v-format bf16 --out-dtype bf16 ${NCU_CAUSAL:+--causal} --repeat 1 \
-      --verify=false || rc=1
+      --k-format bf16 --v-format bf16 --out-dtype bf16 --split-kv "${NCU_SPLIT:-1}" \
+      ${NCU_CAUSAL:+--causal} --repeat 1 --verify=false || rc=1
     ncu -i "$WORK/ncu_prefill_$d.ncu-rep" --print-details all > "$WORK/ncu_prefill_$d.txt" || rc=1
     grep -E "Duration|Issue Slots Busy|Issued Warp|Stall|Registers|Achieved Occupancy|Executed Ipc|\
 Eligible|No Eligible|Pipe|Tensor|Throughput" "$WORK/ncu_prefill_$d.txt" | head -60
