@@ -136,8 +136,8 @@ __device__ __forceinline__ void zero_invalid_v_rows(TensorVt& sVt, int stage, in
   constexpr int kChunk = 16 / int(sizeof(Element));
   constexpr int kChunks = Traits::kDimV / kChunk;
   static_assert(Traits::kDimV % kChunk == 0);
-  // Rolled: unrolled, the compiler hoists each copy's swizzled column address out of the main
-  // loop, registers that Dqk 256 does not have, for a path that runs once per CTA at most.
+  // Rolled: a path that runs once per CTA at most, whose unrolled addresses would cost registers
+  // the code around it (Dqk 256) does not have.
 #pragma unroll 1
   for (int idx = thread_idx; idx < (Traits::kBlockN - first_row) * kChunks;
        idx += Traits::kMmaThreads) {
