@@ -245,22 +245,6 @@ Result run_shape(const Shape& s, mxattn::DType kv, int64_t tile_n, cudaStream_t 
   return r;
 }
 
-// The items of a comma-separated list, empty ones dropped.
-std::vector<std::string> split_list(const char* text) {
-  std::vector<std::string> items;
-  std::string item;
-  for (const char* c = text;; ++c) {
-    if (*c == ',' || *c == '\0') {
-      if (!item.empty()) items.push_back(item);
-      item.clear();
-      if (*c == '\0') break;
-    } else {
-      item += *c;
-    }
-  }
-  return items;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {

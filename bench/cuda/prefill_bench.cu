@@ -191,15 +191,12 @@ int main(int argc, char** argv) {
       dense_only = true;
     } else if (std::strcmp(argv[i], "--dims") == 0 && i + 1 < argc) {
       dims.clear();
-      for (const char* c = argv[++i]; *c != '\0';) {
-        char* end = nullptr;
-        const long d = std::strtol(c, &end, 10);
-        if (end == c || (d != 64 && d != 128 && d != 256)) {
+      for (const std::string& item : split_list(argv[++i])) {
+        if (item != "64" && item != "128" && item != "256") {
           std::fprintf(stderr, "--dims: head dims among 64, 128 and 256, comma separated\n");
           return 2;
         }
-        dims.push_back(d);
-        c = *end == ',' ? end + 1 : end;
+        dims.push_back(std::stoll(item));
       }
     } else {
       std::fprintf(stderr, "usage: %s [--json PATH] [--quick] [--dims 64,128,256] [--dense]\n",
