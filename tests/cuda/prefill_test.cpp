@@ -18,6 +18,7 @@
 #include "cpu/compare.h"
 #include "cpu/problem_gen.h"
 #include "cuda/device_problem.h"
+#include "cuda/prefill/schedule.h"
 #include "mxattn/cuda_prefill.h"
 
 namespace mxattn::test {
@@ -227,8 +228,7 @@ void expect_matches(const TestProblem& ref, const Outputs& want, const Outputs& 
   if (!s.partials) return;
   core::Problem p;
   ASSERT_TRUE(core::validate_problem(ref.args(), &p).is_ok());
-  const core::SplitParams split =
-      core::resolve_split(p, s.tile_m, s.tile_n, cuda::kPrefillTargetTilesPerSplit);
+  const core::SplitParams split = cuda::prefill::prefill_split(p, s.tile_m, s.tile_n);
   std::vector<float> want_o, got_o, want_l, got_l;
   for (int64_t b = 0; b < s.batch; ++b)
     for (int64_t h = 0; h < s.heads_q; ++h)

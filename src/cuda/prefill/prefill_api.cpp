@@ -246,8 +246,7 @@ Status plan_prefill(const AttentionArgs& args, PrefillPlan* plan) {
   const prefill::KernelEntry kernel =
       prefill::kernel_entry(kernel_type.value_or(args.q.dtype), p.dim_qk, p.dim_v);
   if (Status st = check_support(p, kernel_type, kernel); !st) return st;
-  const core::SplitParams split =
-      core::resolve_split(p, kernel.tile_m, kernel.tile_n, kPrefillTargetTilesPerSplit);
+  const core::SplitParams split = prefill::prefill_split(p, kernel.tile_m, kernel.tile_n);
   const int64_t slots = core::partial_slots(p, split);
   if (Status st = core::validate_partial_slots(args, slots); !st) return st;
 
