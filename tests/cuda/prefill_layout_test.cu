@@ -5,7 +5,9 @@
 // - rows_cols puts the same query rows at the same row index in S and in O, and the four threads
 //   sharing a row are one quad (the softmax's shuffles and the epilogue's LSE store assume it);
 // - the mask's columns, relative to each thread's first one, are the same offsets in every thread
-//   and keep each key's sparse granule.
+//   and keep each key's sparse granule;
+// - eight head-dim elements of a row of Q or of V are one aligned 16-byte chunk of shared memory
+//   (the stores of MX Q's dequantization and of V's zeroed rows).
 #include <gtest/gtest.h>
 
 #include <cute/tensor.hpp>
@@ -102,28 +104,55 @@ void check_mask_columns() {
   for (int t = 1; t < Traits::kMmaThreads; ++t) ASSERT_EQ(offsets_of(t), offsets) << "thread " << t;
 }
 
+// A swizzled shared buffer of `Layout` on a 1024-byte boundary (as the kernel aligns its storage),
+// and a check that `at(row, d)`, the address of head-dim element d of a row, puts each run of eight
+// elements (16 bytes, from a multiple of 8) in one aligned chunk, the chunks of all rows covering
+// the buffer once.
+template <class Element, class Layout>
+struct SharedBuffer {
+  std::vector<uint8_t> bytes = std::vector<uint8_t>(cosize_v<Layout> * sizeof(Element) + 1024);
+  Element* base() {
+    const uintptr_t a = (reinterpret_cast<uintptr_t>(bytes.data()) + 1023) & ~uintptr_t(1023);
+    return reinterpret_cast<Element*>(a);
+  }
+};
+
+template <class Element, class At>
+void check_chunks(int rows, int dim, At at) {
+  constexpr int kChunk = 16 / int(sizeof(Element));
+  std::set<const Element*> starts;
+  for (int row = 0; row < rows; ++row)
+    for (int d = 0; d < dim; d += kChunk) {
+      const Element* chunk = at(row, d);
+      ASSERT_EQ(reinterpret_cast<uintptr_t>(chunk) % 16, 0u) << d << " " << row;
+      for (int j = 1; j < kChunk; ++j) ASSERT_EQ(at(row, d + j), chunk + j);
+      starts.insert(chunk);
+    }
+  EXPECT_EQ(starts.size(), size_t(rows * dim / kChunk));
+}
+
 // zero_invalid_v_rows (mainloop.cuh) clears V's key rows 16 bytes at a time: in the swizzled
 // shared layout of V^T, the head-dim elements [8 c, 8 c + 8) of a key row in a stage are one
-// aligned 16-byte chunk (given the kernel's 1024-byte aligned buffer).
+// aligned 16-byte chunk.
 template <class Traits>
 void check_v_row_chunks() {
   using Element = typename Traits::Element;
-  constexpr int kChunk = 16 / int(sizeof(Element));
-  using Layout = typename Traits::SmemLayoutVt;
-  std::vector<uint8_t> bytes(cosize_v<Layout> * sizeof(Element) + 1024);
-  const uintptr_t aligned = (reinterpret_cast<uintptr_t>(bytes.data()) + 1023) & ~uintptr_t(1023);
-  Element* const base = reinterpret_cast<Element*>(aligned);
-  Tensor sVt = make_tensor(make_smem_ptr(base), Layout{});
-  std::set<const Element*> starts;
-  for (int stage = 0; stage < Traits::kStages; ++stage)
-    for (int row = 0; row < Traits::kBlockN; ++row)
-      for (int d = 0; d < Traits::kDimV; d += kChunk) {
-        const Element* chunk = &sVt(d, row, stage);
-        ASSERT_EQ(reinterpret_cast<uintptr_t>(chunk) % 16, 0u) << d << " " << row;
-        for (int j = 1; j < kChunk; ++j) ASSERT_EQ(&sVt(d + j, row, stage), chunk + j);
-        starts.insert(chunk);
-      }
-  EXPECT_EQ(starts.size(), size_t(Traits::kStages * Traits::kBlockN * Traits::kDimV / kChunk));
+  SharedBuffer<Element, typename Traits::SmemLayoutVt> buffer;
+  Tensor sVt = make_tensor(make_smem_ptr(buffer.base()), typename Traits::SmemLayoutVt{});
+  // Rows of every stage, one after another.
+  check_chunks<Element>(Traits::kStages * Traits::kBlockN, Traits::kDimV, [&](int row, int d) {
+    return static_cast<const Element*>(&sVt(d, row % Traits::kBlockN, row / Traits::kBlockN));
+  });
+}
+
+// dequantize_q (q_codes.cuh) writes MX Q's bf16 values 16 bytes at a time: the same of Q's rows.
+template <class Traits>
+void check_q_row_chunks() {
+  using Element = typename Traits::Element;
+  SharedBuffer<Element, typename Traits::SmemLayoutQ> buffer;
+  Tensor sQ = make_tensor(make_smem_ptr(buffer.base()), typename Traits::SmemLayoutQ{});
+  check_chunks<Element>(Traits::kBlockM, Traits::kDimQK,
+                        [&](int row, int d) { return static_cast<const Element*>(&sQ(row, d)); });
 }
 
 template <class Traits>
@@ -132,6 +161,7 @@ void check_instance() {
   check_rows<Traits>();
   check_mask_columns<Traits>();
   check_v_row_chunks<Traits>();
+  check_q_row_chunks<Traits>();
 }
 
 TEST(PrefillFragments, PFeedsPvAndRowsLineUp) {

@@ -20,6 +20,7 @@
 #include "cuda/device_problem.h"
 #include "cuda/prefill/schedule.h"
 #include "mxattn/cuda_prefill.h"
+#include "mxattn/mx.h"
 
 namespace mxattn::test {
 namespace {
@@ -373,6 +374,40 @@ TEST(CudaPrefillMx, EveryTypeAndScaleAxisMatchesReference) {
         s.v_axis = axis;
         check_random_problem(s);
       }
+    }
+  }
+}
+
+// MX Q is dequantized on chip (q_codes.cuh) into the bits of its exact bf16 values: the same
+// problem with Q given as those bf16 values gives the same O and LSE bit for bit, for every MX type
+// and head-dim pair (a partial last query tile, kv_len, GQA, causal, K through its dense copy).
+TEST(CudaPrefillMx, QCodesGiveTheirBf16ValuesBitwise) {
+  const int64_t dims[][2] = {{64, 64}, {128, 128}, {256, 256}, {192, 128}};
+  for (const DType type : kMxTypes) {
+    for (const auto& dim : dims) {
+      Spec s = fixed_spec();
+      s.seed = 40 + uint64_t(type);
+      s.dim_qk = dim[0];
+      s.dim_v = dim[1];
+      s.tile_m = int32_t(cuda::prefill_tiles(dim[0], dim[1]).tile_m);
+      s.tile_n = int32_t(cuda::prefill_tiles(dim[0], dim[1]).tile_n);
+      s.q_type = type;
+      s.k_type = DType::e4m3;
+      s.causal = Causal::bottom_right;
+      s.lse = true;
+      SCOPED_TRACE(s.describe());
+      TestProblem codes(s);
+      const AttentionArgs& a = codes.args();
+      std::vector<float> q(size_t(s.batch * s.seq_q * s.heads_q * s.dim_qk));
+      const TensorView values =
+          make_view(q.data(), DType::f32, {s.batch, s.seq_q, s.heads_q, s.dim_qk});
+      ASSERT_TRUE(dequantize(a.q, a.q_scales, 3, values).is_ok());
+      Spec plain = s;
+      plain.q_type = DType::bf16;
+      ProblemData data = codes.data();
+      data.q = q;
+      TestProblem bf16(plain, data);
+      expect_bitwise_same_outputs(codes, bf16);
     }
   }
 }

@@ -1,11 +1,7 @@
-// The dense copy of an MX or paged input: for MX, code value times 2^(scale - 127), rounded once
-// to bf16, exact wherever the product is a bf16 number (which every MX value is unless its scale
-// pushes it past bf16's range, as it would f32's); for bf16 and f16 sources, the values as they
-// are. Each thread writes 8 consecutive elements of a row (16 bytes) and reads only those elements
-// and their scales: the codes in one vector load where aligned, one scale per 8 elements along the
-// head dim. The codes are decoded by the decode engine's few-instruction decoders (kv_format.cuh)
-// into f16 values, widened to f32 and multiplied by the E8M0 scale as f32: the same f32 product as
-// the CPU engines' mx::decode(code) * mx::decode_scale(scale), bit for bit.
+// The dense copy of an MX or paged input: for MX, the exact bf16 of each value (mx_group.cuh); for
+// bf16 and f16 sources, the values as they are. Each thread writes 8 consecutive elements of a row
+// (16 bytes) and reads only those elements and their scales: the codes in one vector load where
+// aligned, one scale per 8 elements along the head dim.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -13,36 +9,12 @@
 
 #include "cuda/kv_format.cuh"
 #include "cuda/prefill/dense_inputs.h"
+#include "cuda/prefill/mx_group.cuh"
 
 namespace mxattn::cuda::prefill {
 namespace {
 
-constexpr int kGroup = 8;
 constexpr int kThreads = 256;
-
-// The kBits bytes of one group (8 codes) of a packed MX row as kv_format.cuh's decode_group reads
-// them (FP8: w[0], w[1]; FP6: 6 bytes; FP4: w[0]): one vector load where the bytes are aligned
-// for it, else bytes.
-template <DType kType>
-__device__ __forceinline__ void load_group_words(const uint8_t* src, uint32_t (&w)[2]) {
-  constexpr int kBytes = bits_of(kType) * kGroup / 8;
-  const auto address = reinterpret_cast<uintptr_t>(src);
-  if constexpr (kBytes == 8) {
-    if (address % 8 == 0) {
-      const uint2 v = *reinterpret_cast<const uint2*>(src);
-      w[0] = v.x;
-      w[1] = v.y;
-      return;
-    }
-  } else if constexpr (kBytes == 4) {
-    if (address % 4 == 0) {
-      w[0] = *reinterpret_cast<const uint32_t*>(src);
-      return;
-    }
-  }
-#pragma unroll
-  for (int i = 0; i < kBytes; ++i) w[i / 4] |= uint32_t(src[i]) << (8 * (i % 4));
-}
 
 // Elements [d0, d0 + 8) of one row as bf16 pairs.
 template <DType kType>
@@ -65,7 +37,8 @@ __device__ __forceinline__ void group_pairs(const DenseInputParams& p, int64_t o
       const uint8_t* s = p.scales + outer * p.scale_stride[0] + i2 * p.scale_stride[1] +
                          slot / 32 * p.scale_stride[2];
 #pragma unroll
-      for (int e = 0; e < kGroup; ++e) scale[e] = detail::e8m0_value(s[(d0 + e) * p.scale_stride[3]]);
+      for (int e = 0; e < kGroup; ++e)
+        scale[e] = detail::e8m0_value(s[(d0 + e) * p.scale_stride[3]]);
     } else {
       // The group lies in one block of 32: one scale.
       const float one =
@@ -74,26 +47,7 @@ __device__ __forceinline__ void group_pairs(const DenseInputParams& p, int64_t o
 #pragma unroll
       for (int e = 0; e < kGroup; ++e) scale[e] = one;
     }
-    // f16 raw values (code value * 2^-R), then the code values themselves in f16 (exact: every
-    // MX code value is an f16 number), then f32 times the scale.
-    constexpr int kRaw = detail::KvFormat<kType>::kRawExponent;
-    uint32_t raw[4];
-    detail::decode_group<kType>(words, raw);
-    float value[kGroup];
-#pragma unroll
-    for (int q = 0; q < 4; ++q) {
-      __half2 pair = *reinterpret_cast<const __half2*>(&raw[q]);
-      if constexpr (kRaw != 0) pair = __hmul2(pair, __float2half2_rn(float(1 << kRaw)));
-      const float2 f = __half22float2(pair);
-      const int lo = detail::pair_element<kType>(q, 0), hi = detail::pair_element<kType>(q, 1);
-      value[lo] = f.x * scale[lo];
-      value[hi] = f.y * scale[hi];
-    }
-#pragma unroll
-    for (int q = 0; q < kGroup / 2; ++q) {
-      const __nv_bfloat162 v = __floats2bfloat162_rn(value[2 * q], value[2 * q + 1]);
-      pairs[q] = *reinterpret_cast<const uint32_t*>(&v);
-    }
+    mx_group_pairs<kType>(words, scale, pairs);
   }
 }
 

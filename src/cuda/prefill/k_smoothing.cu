@@ -7,11 +7,54 @@
 #include <cstdint>
 
 #include "cuda/prefill/k_smoothing.h"
+#include "cuda/prefill/mx_group.cuh"
 
 namespace mxattn::cuda::prefill {
 namespace {
 
 constexpr int kRowsPerBlock = 8;
+
+// This lane's share of dot(q, mean) for a row of MX codes: groups of 8 elements, each as the exact
+// bf16 values the attention kernel multiplied.
+template <DType kType>
+__device__ float mx_lane_dot(const LseShiftParams& p, int64_t q_row, int64_t scale_row,
+                             const float* mean, int lane) {
+  const uint8_t* codes = static_cast<const uint8_t*>(p.q);
+  float dot = 0.0f;
+  for (int64_t d0 = int64_t(lane) * kGroup; d0 < p.dim_qk; d0 += 32 * kGroup) {
+    uint32_t words[2] = {};
+    load_group_words<kType>(codes + (q_row + d0) * bits_of(kType) / 8, words);
+    float scale[kGroup];
+    const float one = detail::e8m0_value(p.q_scales[scale_row + d0 / 32 * p.q_scale_stride[3]]);
+#pragma unroll
+    for (int e = 0; e < kGroup; ++e) scale[e] = one;
+    uint32_t pairs[kGroup / 2];
+    mx_group_pairs<kType>(words, scale, pairs);
+#pragma unroll
+    for (int q = 0; q < kGroup / 2; ++q) {
+      const float2 v = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&pairs[q]));
+      dot = fmaf(v.x, mean[d0 + 2 * q], dot);
+      dot = fmaf(v.y, mean[d0 + 2 * q + 1], dot);
+    }
+  }
+  return dot;
+}
+
+__device__ float mx_lane_dot_of(const LseShiftParams& p, int64_t q_row, int64_t scale_row,
+                                const float* mean, int lane) {
+  switch (p.q_dtype) {
+    case DType::e4m3:
+      return mx_lane_dot<DType::e4m3>(p, q_row, scale_row, mean, lane);
+    case DType::e5m2:
+      return mx_lane_dot<DType::e5m2>(p, q_row, scale_row, mean, lane);
+    case DType::e2m3:
+      return mx_lane_dot<DType::e2m3>(p, q_row, scale_row, mean, lane);
+    case DType::e3m2:
+      return mx_lane_dot<DType::e3m2>(p, q_row, scale_row, mean, lane);
+    default:
+      return mx_lane_dot<DType::e2m1>(p, q_row, scale_row, mean, lane);
+  }
+}
 
 __global__ void __launch_bounds__(kRowsPerBlock * 32)
     lse_shift_kernel(const __grid_constant__ LseShiftParams p) {
@@ -25,7 +68,12 @@ __global__ void __launch_bounds__(kRowsPerBlock * 32)
   const int64_t q_row = b * p.q_stride[0] + i * p.q_stride[1] + h * p.q_stride[2];
   const float* mean = p.k_mean + (b * (p.heads_q / p.group) + h / p.group) * p.dim_qk;
   float dot = 0.0f;
-  for (int64_t d = lane; d < p.dim_qk; d += 32) {
+  if (is_mx(p.q_dtype)) {
+    const int64_t scale_row =
+        b * p.q_scale_stride[0] + i * p.q_scale_stride[1] + h * p.q_scale_stride[2];
+    dot = mx_lane_dot_of(p, q_row, scale_row, mean, lane);
+  }
+  for (int64_t d = lane; d < p.dim_qk && !is_mx(p.q_dtype); d += 32) {
     const float q = p.q_dtype == DType::bf16
                         ? __bfloat162float(static_cast<const __nv_bfloat16*>(p.q)[q_row + d])
                         : __half2float(static_cast<const __half*>(p.q)[q_row + d]);

@@ -14,10 +14,13 @@ namespace mxattn::cuda::prefill {
 
 struct LseShiftParams {
   // Q as the attention kernel read it: bf16 or f16 [B, Sq, Hq, Dqk], head dim contiguous, element
-  // strides of the first three axes.
+  // strides of the first three axes; or MX codes with their E8M0 scales [B, Sq, Hq, Dqk / 32]
+  // (element strides), dequantized as the kernel does (mx_group.cuh).
   const void* q = nullptr;
   DType q_dtype = DType::bf16;
   int64_t q_stride[3] = {};
+  const uint8_t* q_scales = nullptr;
+  int64_t q_scale_stride[4] = {};
   const float* k_mean = nullptr;  // [B, Hkv, Dqk], contiguous
   float* lse = nullptr;           // [B, Hq, Sq], element strides
   int64_t lse_stride[3] = {};

@@ -19,11 +19,14 @@ constexpr int key_tile_for(int dim_qk) {
   return dim_qk <= 192 ? 128 : 80;
 }
 
-template <class Element_, int kDimQK_, int kDimV_>
+// kQCodes_: Q arrives as MX codes with E8M0 scales, which the math warp groups dequantize into
+// Q's shared tile themselves (q_codes.cuh) instead of a tensor copy of a dequantized Q (bf16 only).
+template <class Element_, int kDimQK_, int kDimV_, bool kQCodes_ = false>
 struct KernelTraits {
   using Element = Element_;  // cutlass::bfloat16_t or cutlass::half_t
   static constexpr int kDimQK = kDimQK_;
   static constexpr int kDimV = kDimV_;
+  static constexpr bool kQCodes = kQCodes_;
   static constexpr int kBlockM = 128;
   static constexpr int kBlockN = key_tile_for(kDimQK);
   static constexpr int kStages = 2;

@@ -14,6 +14,14 @@ KernelEntry entry_for_dims(int64_t dim_qk, int64_t dim_v) {
 
 }  // namespace
 
+KernelEntry q_codes_kernel_entry(int64_t dim_qk, int64_t dim_v) {
+  if (dim_qk == 64 && dim_v == 64) return q_codes_entry_of<64, 64>();
+  if (dim_qk == 128 && dim_v == 128) return q_codes_entry_of<128, 128>();
+  if (dim_qk == 256 && dim_v == 256) return q_codes_entry_of<256, 256>();
+  if (dim_qk == 192 && dim_v == 128) return q_codes_entry_of<192, 128>();
+  return {};
+}
+
 KernelEntry kernel_entry(DType element, int64_t dim_qk, int64_t dim_v) {
   switch (element) {
     case DType::bf16:

@@ -25,6 +25,10 @@ struct KernelEntry {
 // found when there is none.
 KernelEntry kernel_entry(DType element, int64_t dim_qk, int64_t dim_v);
 
+// The instance that reads Q as MX codes and dequantizes it on chip (KernelTraits::kQCodes; bf16
+// K/V, MX K/V through their dense copies); not found when there is none.
+KernelEntry q_codes_kernel_entry(int64_t dim_qk, int64_t dim_v);
+
 // One instance per (element, Dqk, Dv), each in its own translation unit under instances/.
 template <DType kElement, int kDimQK, int kDimV>
 KernelEntry kernel_entry_of();
@@ -44,5 +48,16 @@ template <>
 KernelEntry kernel_entry_of<DType::f16, 256, 256>();
 template <>
 KernelEntry kernel_entry_of<DType::f16, 192, 128>();
+
+template <int kDimQK, int kDimV>
+KernelEntry q_codes_entry_of();
+template <>
+KernelEntry q_codes_entry_of<64, 64>();
+template <>
+KernelEntry q_codes_entry_of<128, 128>();
+template <>
+KernelEntry q_codes_entry_of<256, 256>();
+template <>
+KernelEntry q_codes_entry_of<192, 128>();
 
 }  // namespace mxattn::cuda::prefill

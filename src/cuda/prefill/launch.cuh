@@ -25,8 +25,6 @@ cudaError_t launch_kernel(const PrefillParams& p, dim3 grid, cudaStream_t stream
   };
   const auto rows = [](const int64_t(&s)[3]) { return make_stride(s[1], _1{}, s[2], s[0]); };
   const auto transposed = [](const int64_t(&s)[3]) { return make_stride(_1{}, s[1], s[2], s[0]); };
-  const auto q = make_tensor(make_gmem_ptr(static_cast<const Element*>(p.q)),
-                             shape(p.seq_q, Traits::kDimQK, p.heads_q, p.batch), rows(p.q_stride));
   const auto k = make_tensor(make_gmem_ptr(static_cast<const Element*>(p.k)),
                              shape(p.seq_k, Traits::kDimQK, p.heads_kv, p.batch), rows(p.k_stride));
   const auto v =
@@ -34,7 +32,13 @@ cudaError_t launch_kernel(const PrefillParams& p, dim3 grid, cudaStream_t stream
                   shape(Traits::kDimV, p.seq_k, p.heads_kv, p.batch), transposed(p.v_stride));
   KernelArgs<Traits> args{};
   args.params = p;
-  args.tma_q = make_tma_copy(SM90_TMA_LOAD{}, q, typename Traits::SmemLayoutQ{});
+  // MX Q (kQCodes) is read by the math warp groups, not the copy engine: no tensor map.
+  if constexpr (!Traits::kQCodes) {
+    const auto q =
+        make_tensor(make_gmem_ptr(static_cast<const Element*>(p.q)),
+                    shape(p.seq_q, Traits::kDimQK, p.heads_q, p.batch), rows(p.q_stride));
+    args.tma_q = make_tma_copy(SM90_TMA_LOAD{}, q, typename Traits::SmemLayoutQ{});
+  }
   // Without keys no CTA loads K or V, and a tensor map of zero rows does not exist.
   if (p.seq_k > 0) {
     args.tma_k = make_tma_copy(SM90_TMA_LOAD{}, k, take<0, 2>(typename Traits::SmemLayoutK{}));

@@ -14,6 +14,7 @@
 
 #include "cuda/prefill/fragments.cuh"
 #include "cuda/prefill/mask.cuh"
+#include "cuda/prefill/q_codes.cuh"
 #include "cuda/prefill/softmax.cuh"
 #include "cuda/prefill/tile_scheduler.cuh"
 
@@ -84,14 +85,17 @@ __device__ __forceinline__ auto tma_views(const Args& args, const CtaWork& w,
   return make_tuple(q_src, q_dst, k_src, k_dst, v_src, v_dst);
 }
 
-// The loader: Q, then K of the last key step, then each further K ahead of the V of the step
-// before it, in the order the math warp groups consume them.
+// The loader: Q (unless the math warp groups dequantize it, kQCodes), then K of the last key step,
+// then each further K ahead of the V of the step before it, in the order the math warp groups
+// consume them.
 template <class Traits, class Args>
 __device__ __forceinline__ void load_tiles(const Args& args, const CtaWork& w,
                                            typename Traits::SharedStorage& st) {
   auto [q_src, q_dst, k_src, k_dst, v_src, v_dst] = tma_views<Traits>(args, w, st);
-  st.q_full.arrive_and_expect_tx(Traits::kBytesQ);
-  copy(args.tma_q.with(reinterpret_cast<uint64_t&>(st.q_full)), q_src, q_dst);
+  if constexpr (!Traits::kQCodes) {
+    st.q_full.arrive_and_expect_tx(Traits::kBytesQ);
+    copy(args.tma_q.with(reinterpret_cast<uint64_t&>(st.q_full)), q_src, q_dst);
+  }
 
   // K and V are read by every query tile of the head: keep them in L2.
   constexpr auto kKeep = TMA::CacheHintSm90::EVICT_LAST;
@@ -198,7 +202,11 @@ __device__ __forceinline__ void compute_tiles(const PrefillParams& p, const CtaW
   if (Traits::kSchedulerBarrier && warp_group == 0 && w.tile_count > 1) {
     cutlass::arch::NamedBarrier::arrive(256, kSchedulerBarrierBase);
   }
-  st.q_full.wait(0);
+  if constexpr (Traits::kQCodes) {
+    dequantize_q<Traits>(p, w, st, thread_idx, kMathBarrier);
+  } else {
+    st.q_full.wait(0);
+  }
   float rescale[Softmax::kRowCount];
   RingState ring;
   KeyStep step = key_step<kBlockM, kBlockN>(w, w.tile_count - 1);

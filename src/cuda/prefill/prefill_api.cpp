@@ -30,8 +30,11 @@ struct PrefillPlan::Impl {
   prefill::KernelEntry kernel;
   detail::DecodeParams combine_params;  // the decode engine's combine kernel merges the partials
   detail::KernelRef combine;
-  // Q, K and V (in that order): MX or paged inputs are first copied into dense workspace buffers.
+  // Q, K and V (in that order): MX K/V and paged caches are first copied into dense workspace
+  // buffers; MX Q is read as codes by the kernel (q_codes), which dequantizes it on chip.
   bool copied[3] = {};
+  bool q_codes = false;
+  bool q_strides_aligned = false;  // MX Q: every stride keeps a group's alignment (q_group_align)
   prefill::DenseInputParams dense_inputs[3];
   // K smoothing: the final LSE is shifted back once everything else has run.
   bool shifts_lse = false;
@@ -125,10 +128,13 @@ std::optional<DType> kernel_element(const AttentionArgs& a) {
 }
 
 // Whether input t (0: Q, 1: K, 2: V) is read by the kernel from a dense copy (dense_inputs.h)
-// rather than in place: MX inputs, and K and V of a paged cache.
+// rather than in place: MX K and V, and K and V of a paged cache. MX Q is read in place as codes
+// by the kernel that dequantizes it on chip (q_codes.cuh): each CTA reads its query tile once, so
+// a copy would only add a pass over Q, where K and V, read by every query tile of their head, are
+// worth dequantizing once.
 bool copied_to_workspace(const core::Problem& p, int t) {
   const TensorView* inputs[3] = {&p.args.q, &p.args.k, &p.args.v};
-  return is_mx(inputs[t]->dtype) || (t > 0 && p.paged);
+  return t > 0 && (is_mx(inputs[t]->dtype) || p.paged);
 }
 
 // What this engine supports beyond SPEC validity; `element` is kernel_element(p.args).
@@ -160,8 +166,9 @@ Status check_support(const core::Problem& p, std::optional<DType> element,
         "shape: the CUDA prefill engine handles at most 65535 query heads and 2^31 - 1 rows, "
         "keys and batch entries");
   }
-  // MX and paged inputs reach the kernel through their dense copies in the workspace.
-  if (!copied_to_workspace(p, 0)) {
+  // MX K/V and paged caches reach the kernel through their dense copies in the workspace, MX Q as
+  // codes that the kernel reads itself (any element strides of a packed, byte-aligned row).
+  if (!is_mx(a.q.dtype)) {
     if (Status st = check_tma_view("Q", a.q); !st) return st;
   }
   if (!copied_to_workspace(p, 1)) {
@@ -177,12 +184,19 @@ void copy_tma_strides(const TensorView& v, int64_t (&out)[3]) {
   for (int i = 0; i < 3; ++i) out[i] = v.shape[i] == 1 ? v.shape[3] : v.stride[i];
 }
 
+// MX Q: the alignment of an 8-code group that the kernel's plain vector loads need (FP8 8 bytes,
+// FP6 2, FP4 4; mx_group.cuh's kGroupAlign).
+int64_t q_group_align(DType t) {
+  const int64_t bytes = bits_of(t);  // 8 codes of bits_of(t) bits
+  return bytes == 6 ? 2 : bytes;
+}
+
 // The device arguments of a run must be the planned ones with device pointers.
 Status check_run_args(const PrefillPlan::Impl& plan, const AttentionArgs& d) {
   if (Status st = detail::check_same_views(plan.planned, d); !st) return st;
   const TensorView* inputs[3] = {&d.q, &d.k, &d.v};
   for (int t = 0; t < 3; ++t) {
-    if (!plan.copied[t] && !aligned(inputs[t]->data, 16)) {
+    if (!plan.copied[t] && !(t == 0 && plan.q_codes) && !aligned(inputs[t]->data, 16)) {
       return Status::invalid("q, k, v: the run's pointers must be 16-byte aligned, as planned");
     }
   }
@@ -202,6 +216,11 @@ bool runs_ok(const TensorView& v, const void* data, int64_t elem_bytes, int64_t 
 prefill::PrefillParams params_for(const PrefillPlan::Impl& plan, const AttentionArgs& d) {
   prefill::PrefillParams p = plan.params;
   p.q = plan.copied[0] ? plan.dense_inputs[0].out : d.q.data;
+  if (plan.q_codes) {
+    p.q_scales = static_cast<const uint8_t*>(d.q_scales.data);
+    p.q_aligned_groups =
+        plan.q_strides_aligned && aligned(d.q.data, uintptr_t(q_group_align(d.q.dtype)));
+  }
   p.k = plan.copied[1] ? plan.dense_inputs[1].out : d.k.data;
   p.v = plan.copied[2] ? plan.dense_inputs[2].out : d.v.data;
   p.o = d.o.data;
@@ -243,8 +262,11 @@ Status plan_prefill(const AttentionArgs& args, PrefillPlan* plan) {
   core::Problem p;
   if (Status st = core::validate_problem(args, &p); !st) return st;
   const std::optional<DType> kernel_type = kernel_element(args);
+  // MX Q: the instance that dequantizes it on chip (bf16, like every MX problem).
+  const bool q_codes = is_mx(args.q.dtype);
   const prefill::KernelEntry kernel =
-      prefill::kernel_entry(kernel_type.value_or(args.q.dtype), p.dim_qk, p.dim_v);
+      q_codes ? prefill::q_codes_kernel_entry(p.dim_qk, p.dim_v)
+              : prefill::kernel_entry(kernel_type.value_or(args.q.dtype), p.dim_qk, p.dim_v);
   if (Status st = check_support(p, kernel_type, kernel); !st) return st;
   const core::SplitParams split = prefill::prefill_split(p, kernel.tile_m, kernel.tile_n);
   const int64_t slots = core::partial_slots(p, split);
@@ -253,6 +275,7 @@ Status plan_prefill(const AttentionArgs& args, PrefillPlan* plan) {
   auto impl = std::make_unique<PrefillPlan::Impl>();
   impl->planned = args;
   impl->slots = slots;
+  impl->q_codes = q_codes;
   impl->kernel = kernel;
 
   // The tile schedule: every query tile's partition (for the combine), and one CTA for each split
@@ -378,6 +401,17 @@ Status plan_prefill(const AttentionArgs& args, PrefillPlan* plan) {
 
   prefill::PrefillParams& d = impl->params;
   copy_tma_strides(kernel_inputs[0], d.q_stride);
+  if (q_codes) {
+    impl->q_strides_aligned = true;
+    for (int i = 0; i < 3; ++i) {
+      const int64_t bytes = args.q.stride[i] * bits_of(args.q.dtype) / 8;
+      if (args.q.shape[i] > 1 && bytes % q_group_align(args.q.dtype) != 0) {
+        impl->q_strides_aligned = false;
+      }
+    }
+    d.q_dtype = args.q.dtype;
+    std::copy(args.q_scales.stride, args.q_scales.stride + 4, d.q_scale_stride);
+  }
   copy_tma_strides(kernel_inputs[1], d.k_stride);
   copy_tma_strides(kernel_inputs[2], d.v_stride);
   d.o_dtype = args.o.dtype;
@@ -411,8 +445,9 @@ Status plan_prefill(const AttentionArgs& args, PrefillPlan* plan) {
 
   impl->shifts_lse = args.k_mean.given() && args.lse.given();
   prefill::LseShiftParams& shift = impl->lse_shift;
-  shift.q_dtype = element;
+  shift.q_dtype = q_codes ? args.q.dtype : element;
   std::copy(d.q_stride, d.q_stride + 3, shift.q_stride);
+  std::copy(d.q_scale_stride, d.q_scale_stride + 4, shift.q_scale_stride);
   shift.k_mean = reinterpret_cast<const float*>(ws + at_k_mean);
   copy_strides(args.lse, shift.lse_stride);
   shift.batch = p.batch;
@@ -478,6 +513,7 @@ Status run_prefill(const PrefillPlan& plan, const AttentionArgs& device_args, vo
   if (impl->shifts_lse) {
     prefill::LseShiftParams shift = impl->lse_shift;
     shift.q = params.q;
+    shift.q_scales = params.q_scales;
     shift.lse = params.lse;
     if (cudaError_t e = prefill::launch_lse_shift(shift, s); e != cudaSuccess) {
       return cuda_failure("LSE shift kernel launch", e);

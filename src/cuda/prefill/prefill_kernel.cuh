@@ -75,7 +75,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   if (warp_group == 0) {
     cutlass::arch::warpgroup_reg_dealloc<Traits::kLoadRegisters>();
     if (w.tile_count > 0 && threadIdx.x < 32 && cute::elect_one_sync()) {
-      prefetch_tma_descriptor(args.tma_q.get_tma_descriptor());
+      if constexpr (!Traits::kQCodes) prefetch_tma_descriptor(args.tma_q.get_tma_descriptor());
       prefetch_tma_descriptor(args.tma_k.get_tma_descriptor());
       prefetch_tma_descriptor(args.tma_v.get_tma_descriptor());
       load_tiles<Traits>(args, w, st);

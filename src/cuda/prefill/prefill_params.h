@@ -57,6 +57,12 @@ struct PrefillParams {
   // axes; the head dim is contiguous. Size-one axes carry any stride the TMA accepts.
   const void* q = nullptr;
   int64_t q_stride[3] = {};
+  // Q as MX codes (KernelTraits::kQCodes): q points at the packed codes, q_stride counts elements,
+  // and q_scales holds the E8M0 scales [B, Sq, Hq, Dqk / 32] with element strides q_scale_stride.
+  DType q_dtype = DType::bf16;
+  const uint8_t* q_scales = nullptr;
+  int64_t q_scale_stride[4] = {};
+  bool q_aligned_groups = false;  // every 8-code group of Q kGroupAlign-aligned (mx_group.cuh)
   const void* k = nullptr;
   int64_t k_stride[3] = {};
   const void* v = nullptr;
