@@ -16,9 +16,10 @@
 // K smoothing (k_mean); tile_m and tile_n left to the engine or equal to prefill_tiles(). O may be
 // f32, f16 or bf16 with any strides. Plain Q, K and V that the kernel reads in place need a
 // contiguous head dim, strides of 16-byte multiples and 16-byte aligned pointers (what the bulk
-// tensor copy engine reads). MX inputs are dequantized exactly into bf16 and paged K/V gathered
+// tensor copy engine reads). MX K and V are dequantized exactly into bf16 and paged K/V gathered
 // into dense buffers of the plan's workspace by a copy kernel before the attention kernel, so
-// the plan's workspace grows by those copies.
+// the plan's workspace grows by those copies; MX Q (any strides of packed rows) is read as codes
+// and dequantized on chip by the attention kernel, to the same bf16 values.
 #pragma once
 
 #include <cstdint>
