@@ -3,31 +3,37 @@
 namespace mxattn::cuda::prefill {
 namespace {
 
-template <DType kElement>
-KernelEntry entry_for_dims(int64_t dim_qk, int64_t dim_v) {
-  if (dim_qk == 64 && dim_v == 64) return kernel_entry_of<kElement, 64, 64>();
-  if (dim_qk == 128 && dim_v == 128) return kernel_entry_of<kElement, 128, 128>();
-  if (dim_qk == 256 && dim_v == 256) return kernel_entry_of<kElement, 256, 256>();
-  if (dim_qk == 192 && dim_v == 128) return kernel_entry_of<kElement, 192, 128>();
+// The head-dim pairs with instances, one list for every kind of instance: `entry` is called as
+// entry.template operator()<Dqk, Dv>().
+template <class Entry>
+KernelEntry entry_for_dims(int64_t dim_qk, int64_t dim_v, Entry entry) {
+  if (dim_qk == 64 && dim_v == 64) return entry.template operator()<64, 64>();
+  if (dim_qk == 128 && dim_v == 128) return entry.template operator()<128, 128>();
+  if (dim_qk == 256 && dim_v == 256) return entry.template operator()<256, 256>();
+  if (dim_qk == 192 && dim_v == 128) return entry.template operator()<192, 128>();
   return {};
+}
+
+template <DType kElement>
+KernelEntry element_entry(int64_t dim_qk, int64_t dim_v) {
+  return entry_for_dims(dim_qk, dim_v, []<int kDimQK, int kDimV>() {
+    return kernel_entry_of<kElement, kDimQK, kDimV>();
+  });
 }
 
 }  // namespace
 
 KernelEntry q_codes_kernel_entry(int64_t dim_qk, int64_t dim_v) {
-  if (dim_qk == 64 && dim_v == 64) return q_codes_entry_of<64, 64>();
-  if (dim_qk == 128 && dim_v == 128) return q_codes_entry_of<128, 128>();
-  if (dim_qk == 256 && dim_v == 256) return q_codes_entry_of<256, 256>();
-  if (dim_qk == 192 && dim_v == 128) return q_codes_entry_of<192, 128>();
-  return {};
+  return entry_for_dims(dim_qk, dim_v,
+                        []<int kDimQK, int kDimV>() { return q_codes_entry_of<kDimQK, kDimV>(); });
 }
 
 KernelEntry kernel_entry(DType element, int64_t dim_qk, int64_t dim_v) {
   switch (element) {
     case DType::bf16:
-      return entry_for_dims<DType::bf16>(dim_qk, dim_v);
+      return element_entry<DType::bf16>(dim_qk, dim_v);
     case DType::f16:
-      return entry_for_dims<DType::f16>(dim_qk, dim_v);
+      return element_entry<DType::f16>(dim_qk, dim_v);
     default:
       return {};
   }

@@ -13,18 +13,20 @@
 #include <cstdint>
 
 #include "cuda/kv_format.cuh"
+#include "cuda/prefill/prefill_params.h"
 #include "mxattn/dtype.h"
 
 namespace mxattn::cuda::prefill {
 
 inline constexpr int kGroup = 8;
+static_assert(kGroup == 8, "mx_group_bytes and mx_group_align (prefill_params.h) count 8 codes");
 
 // The bytes of one group of a packed MX row as kv_format.cuh's decode_group reads them (FP8:
 // w[0], w[1]; FP6: 6 bytes; FP4: w[0]): one vector load where the bytes are aligned for it, else
 // bytes. `w` starts zeroed.
 template <DType kType>
 __device__ __forceinline__ void load_group_words(const uint8_t* src, uint32_t (&w)[2]) {
-  constexpr int kBytes = bits_of(kType) * kGroup / 8;
+  constexpr int kBytes = mx_group_bytes(kType);
   const auto address = reinterpret_cast<uintptr_t>(src);
   if constexpr (kBytes == 8) {
     if (address % 8 == 0) {
@@ -43,22 +45,15 @@ __device__ __forceinline__ void load_group_words(const uint8_t* src, uint32_t (&
   for (int i = 0; i < kBytes; ++i) w[i / 4] |= uint32_t(src[i]) << (8 * (i % 4));
 }
 
-// The bytes in a group of a packed MX row (FP8: 8, FP6: 6, FP4: 4), and the alignment that
-// load_aligned_group_words needs of them (FP6: three 2-byte loads).
-template <DType kType>
-inline constexpr int kGroupBytes = bits_of(kType) * kGroup / 8;
-template <DType kType>
-inline constexpr int kGroupAlign = kGroupBytes<kType> == 6 ? 2 : kGroupBytes<kType>;
-
-// load_group_words for bytes known to be kGroupAlign-aligned: loads only, no test, so that the
-// loads of several groups can all be in flight before the first is used.
+// load_group_words for bytes known to be mx_group_align(kType)-aligned (prefill_params.h): loads
+// only, no test, so that the loads of several groups can all be in flight before the first is used.
 template <DType kType>
 __device__ __forceinline__ void load_aligned_group_words(const uint8_t* src, uint32_t (&w)[2]) {
-  if constexpr (kGroupBytes<kType> == 8) {
+  if constexpr (mx_group_bytes(kType) == 8) {
     const uint2 v = *reinterpret_cast<const uint2*>(src);
     w[0] = v.x;
     w[1] = v.y;
-  } else if constexpr (kGroupBytes<kType> == 4) {
+  } else if constexpr (mx_group_bytes(kType) == 4) {
     w[0] = *reinterpret_cast<const uint32_t*>(src);
   } else {
     const uint16_t* half = reinterpret_cast<const uint16_t*>(src);

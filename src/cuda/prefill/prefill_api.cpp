@@ -34,7 +34,7 @@ struct PrefillPlan::Impl {
   // buffers; MX Q is read as codes by the kernel (q_codes), which dequantizes it on chip.
   bool copied[3] = {};
   bool q_codes = false;
-  bool q_strides_aligned = false;  // MX Q: every stride keeps a group's alignment (q_group_align)
+  bool q_strides_aligned = false;  // MX Q: every stride keeps a group's alignment (mx_group_align)
   prefill::DenseInputParams dense_inputs[3];
   // K smoothing: the final LSE is shifted back once everything else has run.
   bool shifts_lse = false;
@@ -184,13 +184,6 @@ void copy_tma_strides(const TensorView& v, int64_t (&out)[3]) {
   for (int i = 0; i < 3; ++i) out[i] = v.shape[i] == 1 ? v.shape[3] : v.stride[i];
 }
 
-// MX Q: the alignment of an 8-code group that the kernel's plain vector loads need (FP8 8 bytes,
-// FP6 2, FP4 4; mx_group.cuh's kGroupAlign).
-int64_t q_group_align(DType t) {
-  const int64_t bytes = bits_of(t);  // 8 codes of bits_of(t) bits
-  return bytes == 6 ? 2 : bytes;
-}
-
 // The device arguments of a run must be the planned ones with device pointers.
 Status check_run_args(const PrefillPlan::Impl& plan, const AttentionArgs& d) {
   if (Status st = detail::check_same_views(plan.planned, d); !st) return st;
@@ -219,7 +212,7 @@ prefill::PrefillParams params_for(const PrefillPlan::Impl& plan, const Attention
   if (plan.q_codes) {
     p.q_scales = static_cast<const uint8_t*>(d.q_scales.data);
     p.q_aligned_groups =
-        plan.q_strides_aligned && aligned(d.q.data, uintptr_t(q_group_align(d.q.dtype)));
+        plan.q_strides_aligned && aligned(d.q.data, uintptr_t(prefill::mx_group_align(d.q.dtype)));
   }
   p.k = plan.copied[1] ? plan.dense_inputs[1].out : d.k.data;
   p.v = plan.copied[2] ? plan.dense_inputs[2].out : d.v.data;
@@ -405,7 +398,7 @@ Status plan_prefill(const AttentionArgs& args, PrefillPlan* plan) {
     impl->q_strides_aligned = true;
     for (int i = 0; i < 3; ++i) {
       const int64_t bytes = args.q.stride[i] * bits_of(args.q.dtype) / 8;
-      if (args.q.shape[i] > 1 && bytes % q_group_align(args.q.dtype) != 0) {
+      if (args.q.shape[i] > 1 && bytes % prefill::mx_group_align(args.q.dtype) != 0) {
         impl->q_strides_aligned = false;
       }
     }

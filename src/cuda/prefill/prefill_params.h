@@ -19,6 +19,15 @@ using detail::TileInfo;
 // or rows, a power of two) starts and ends on such a boundary, and so does every key tile.
 inline constexpr int kSparseGranule = 16;
 
+// MX inputs are read in groups of 8 consecutive codes of a row (mx_group.cuh): a group's bytes
+// (FP8 8, FP6 6, FP4 4), and the alignment its plain vector loads need (FP6: three 2-byte loads).
+MXATTN_HD constexpr int mx_group_bytes(DType t) {
+  return bits_of(t);  // 8 codes of bits_of(t) bits
+}
+MXATTN_HD constexpr int mx_group_align(DType t) {
+  return mx_group_bytes(t) == 6 ? 2 : mx_group_bytes(t);
+}
+
 // One key tile of a sparse CTA's walk: the kernel's key tile `key_tile` and which of its keys each
 // group of 16 query rows sees as far as the layout and the CTA's split go (masks apply on top).
 // Bit `present_bit(g, c, granules)` covers rows [16 g, 16 g + 16) of the query tile and keys
@@ -62,7 +71,7 @@ struct PrefillParams {
   DType q_dtype = DType::bf16;
   const uint8_t* q_scales = nullptr;
   int64_t q_scale_stride[4] = {};
-  bool q_aligned_groups = false;  // every 8-code group of Q kGroupAlign-aligned (mx_group.cuh)
+  bool q_aligned_groups = false;  // every 8-code group of Q mx_group_align-aligned
   const void* k = nullptr;
   int64_t k_stride[3] = {};
   const void* v = nullptr;

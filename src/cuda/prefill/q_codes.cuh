@@ -20,7 +20,7 @@ namespace mxattn::cuda::prefill {
 
 using namespace cute;
 
-// kAligned: every group of Q starts kGroupAlign bytes aligned (PrefillParams::q_aligned_groups),
+// kAligned: every group of Q starts mx_group_align bytes aligned (PrefillParams::q_aligned_groups),
 // so the loads are plain vector loads; else bytes. The loads of all groups are issued before the
 // first conversion: rows past Sq read row Sq - 1 and are zeroed afterwards, so that no branch
 // separates them (a branch per group kept each group's DRAM wait apart, 4 us a CTA).
