@@ -102,24 +102,11 @@ cudaError_t launch_of(const DenseInputParams& p, cudaStream_t stream) {
 
 cudaError_t launch_dense_input(const DenseInputParams& p, cudaStream_t stream) {
   if (p.shape[0] * p.shape[1] * p.shape[2] * p.shape[3] == 0) return cudaSuccess;
-  switch (p.dtype) {
-    case DType::bf16:
-      return launch_of<DType::bf16>(p, stream);
-    case DType::f16:
-      return launch_of<DType::f16>(p, stream);
-    case DType::e4m3:
-      return launch_of<DType::e4m3>(p, stream);
-    case DType::e5m2:
-      return launch_of<DType::e5m2>(p, stream);
-    case DType::e2m3:
-      return launch_of<DType::e2m3>(p, stream);
-    case DType::e3m2:
-      return launch_of<DType::e3m2>(p, stream);
-    case DType::e2m1:
-      return launch_of<DType::e2m1>(p, stream);
-    default:
-      return cudaErrorInvalidValue;
-  }
+  if (p.dtype == DType::bf16) return launch_of<DType::bf16>(p, stream);
+  if (p.dtype == DType::f16) return launch_of<DType::f16>(p, stream);
+  if (!is_mx(p.dtype)) return cudaErrorInvalidValue;
+  return with_mx_type(p.dtype,
+                      [&](auto type) { return launch_of<decltype(type)::value>(p, stream); });
 }
 
 }  // namespace mxattn::cuda::prefill

@@ -42,18 +42,9 @@ __device__ float mx_lane_dot(const LseShiftParams& p, int64_t q_row, int64_t sca
 
 __device__ float mx_lane_dot_of(const LseShiftParams& p, int64_t q_row, int64_t scale_row,
                                 const float* mean, int lane) {
-  switch (p.q_dtype) {
-    case DType::e4m3:
-      return mx_lane_dot<DType::e4m3>(p, q_row, scale_row, mean, lane);
-    case DType::e5m2:
-      return mx_lane_dot<DType::e5m2>(p, q_row, scale_row, mean, lane);
-    case DType::e2m3:
-      return mx_lane_dot<DType::e2m3>(p, q_row, scale_row, mean, lane);
-    case DType::e3m2:
-      return mx_lane_dot<DType::e3m2>(p, q_row, scale_row, mean, lane);
-    default:
-      return mx_lane_dot<DType::e2m1>(p, q_row, scale_row, mean, lane);
-  }
+  return with_mx_type(p.q_dtype, [&](auto type) {
+    return mx_lane_dot<decltype(type)::value>(p, q_row, scale_row, mean, lane);
+  });
 }
 
 __global__ void __launch_bounds__(kRowsPerBlock * 32)

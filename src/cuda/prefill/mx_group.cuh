@@ -11,12 +11,32 @@
 #include <cuda_fp16.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "cuda/kv_format.cuh"
 #include "cuda/prefill/prefill_params.h"
 #include "mxattn/dtype.h"
 
 namespace mxattn::cuda::prefill {
+
+// Calls f(std::integral_constant<DType, T>{}) with the MX element type t as a compile-time
+// constant T and returns what f returns: the one switch over the MX types of the prefill engine's
+// copy, kernel and LSE shift. Any type that is not MX reads as E2M1: callers validate first.
+template <class F>
+__host__ __device__ __forceinline__ decltype(auto) with_mx_type(DType t, F&& f) {
+  switch (t) {
+    case DType::e4m3:
+      return f(std::integral_constant<DType, DType::e4m3>{});
+    case DType::e5m2:
+      return f(std::integral_constant<DType, DType::e5m2>{});
+    case DType::e2m3:
+      return f(std::integral_constant<DType, DType::e2m3>{});
+    case DType::e3m2:
+      return f(std::integral_constant<DType, DType::e3m2>{});
+    default:
+      return f(std::integral_constant<DType, DType::e2m1>{});
+  }
+}
 
 inline constexpr int kGroup = 8;
 static_assert(kGroup == 8, "mx_group_bytes and mx_group_align (prefill_params.h) count 8 codes");

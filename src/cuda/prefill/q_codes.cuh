@@ -91,23 +91,9 @@ __device__ __forceinline__ void dequantize_q(const PrefillParams& p, const CtaWo
                                              uint32_t barrier_id) {
   static_assert(std::is_same_v<typename Traits::Element, cutlass::bfloat16_t>,
                 "MX values need bf16's range");
-  switch (p.q_dtype) {
-    case DType::e4m3:
-      dequantize_q_of<Traits, DType::e4m3>(p, w, st, thread_idx);
-      break;
-    case DType::e5m2:
-      dequantize_q_of<Traits, DType::e5m2>(p, w, st, thread_idx);
-      break;
-    case DType::e2m3:
-      dequantize_q_of<Traits, DType::e2m3>(p, w, st, thread_idx);
-      break;
-    case DType::e3m2:
-      dequantize_q_of<Traits, DType::e3m2>(p, w, st, thread_idx);
-      break;
-    default:
-      dequantize_q_of<Traits, DType::e2m1>(p, w, st, thread_idx);
-      break;
-  }
+  with_mx_type(p.q_dtype, [&](auto type) {
+    dequantize_q_of<Traits, decltype(type)::value>(p, w, st, thread_idx);
+  });
   cutlass::arch::fence_view_async_shared();
   cutlass::arch::NamedBarrier::sync(Traits::kMmaThreads, barrier_id);
 }
