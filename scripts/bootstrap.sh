@@ -33,7 +33,9 @@ if ! python3 -c "import numpy, ml_dtypes" >/dev/null 2>&1; then
   python3 -m pip install -q numpy ml_dtypes || python3 -m pip install -q --break-system-packages numpy ml_dtypes
 fi
 
-# The prefill engine builds on the CUTLASS/CuTe headers (PyPI nvidia-cutlass), where nvcc is.
+# The prefill engine builds on the CUTLASS/CuTe headers (PyPI nvidia-cutlass), where nvcc is, and
+# its machine-code check reads the kernels with cuobjdump (PyPI, where the toolkit lacks it).
 if command -v nvcc >/dev/null 2>&1; then
   "$(dirname "$0")/fetch_cutlass.sh"
+  "$(dirname "$0")/fetch_cuda_tools.sh"
 fi
