@@ -14,6 +14,10 @@
 #   ncu_decode     Nsight Compute on one decode split kernel per KV type (not run by default;
 #                  NCU_KV: the KV types, NCU_KEYS: cached keys, NCU_CLOCKS: base or none)
 #   prefill_sweep  the prefill kernel's fixed cost per CTA: time against keys (not run by default)
+#   timeline       where a decode CTA's time goes: a second, decode-only build with
+#                  MXATTN_DECODE_TIMELINE whose benchmark records every CTA's timestamps (not run by
+#                  default; TL_SHAPES, TL_KVS: the benchmark's rows, default B8 and 128k, bf16,
+#                  e4m3, e2m1)
 # A failing section is reported and the next ones still run; a hung first GPU test skips the rest.
 # Everything a section writes (log, JSON, plot) goes to one work folder, packed at the end into
 # $OUT/results.tgz; $OUT/summary.txt holds the short tables, which are also printed last.
@@ -227,6 +231,21 @@ section_prefill_sweep() {
   return $rc
 }
 
+# Per-CTA timestamps of the decode split kernels (src/cuda/timeline.cuh): the phase table of each
+# row, and every CTA's stamps in timeline.csv. Its own build folder: the option changes the kernels.
+section_timeline() {
+  [ "$HUNG" -eq 0 ] || return 1
+  local build="$BUILD-timeline"
+  cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90a \
+    -DMXATTN_CUDA=ON -DMXATTN_BENCH=ON -DMXATTN_TESTS=OFF -DMXATTN_DECODE_TIMELINE=ON \
+    -DMXATTN_CUTLASS_DIR="$PWD/.no-cutlass" >"$WORK/timeline_build.log" 2>&1 &&
+    cmake --build "$build" -j "$JOBS" --target mxattn_decode_bench >>"$WORK/timeline_build.log" 2>&1 ||
+    { tail -20 "$WORK/timeline_build.log"; return 1; }
+  timeout 300 "$build/bench/cuda/mxattn_decode_bench" --quick --shapes "${TL_SHAPES:-B8,128k}" \
+    --kvs "${TL_KVS:-bf16,e4m3,e2m1}" --timeline "$WORK/timeline.csv" \
+    --json "$WORK/timeline_bench.json" | tee "$WORK/timeline.txt"
+}
+
 section_summary() {
   python3 - "$WORK" <<'EOF'
 import json, os, sys
@@ -295,6 +314,7 @@ done
   for name in "${selected[@]}"; do printf '   %-14s %s\n' "$name" "${status[$name]}"; done
   grep -h -A 30 '^bf16 matmul' "$WORK/prefill_bench.log" 2>/dev/null | grep -v '^plot:'
   cat "$WORK/prefill_sweep.txt" 2>/dev/null
+  grep -h -A 9 '^timeline' "$WORK/timeline.txt" 2>/dev/null
   section_summary
 } | tee "$OUT/summary.txt"
 tar czf "$OUT/results.tgz" -C "$WORK" .

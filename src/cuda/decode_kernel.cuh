@@ -26,6 +26,7 @@
 #include "cuda/kernels.h"
 #include "cuda/kv_format.cuh"
 #include "cuda/output.cuh"
+#include "cuda/timeline.cuh"
 #include "mx/formats.h"
 
 namespace mxattn::cuda::detail {
@@ -721,6 +722,7 @@ __global__ void __launch_bounds__(kWarps * 32, (DecodeShape<KV, DQK, DV>::kMinBl
   // The combine kernel that follows (if any) may be scheduled now: it waits for this grid's end
   // before it reads anything, and starting it early hides its launch behind this grid's last wave.
   allow_dependent_launch();
+  timeline_mark(p, kMarkEntry);
 
   // One load: the work item carries its tile's partition and its sequence's visibility. The CTA's
   // splits share their rows (and so Q) and differ only in their keys.
@@ -773,8 +775,10 @@ __global__ void __launch_bounds__(kWarps * 32, (DecodeShape<KV, DQK, DV>::kMinBl
   } else {
     copier.prime(warp_steps(first_steps.count, warp), first_key_of, stage_at);
   }
+  timeline_mark(p, kMarkStarted);
 
   build_q_fragments<KV, DQK>(p, range, sm.q_stage, sm.row_exponent, sm.q_frags);
+  timeline_mark(p, kMarkQReady);
   const bool q_has_lo = p.q_split_lo;
 
   // Per-lane row state: rows g (0) and g + 8 (1) of this CTA.
@@ -822,6 +826,7 @@ __global__ void __launch_bounds__(kWarps * 32, (DecodeShape<KV, DQK, DV>::kMinBl
       const int refill_slot = slot == 0 ? kStages - 1 : slot - 1;
       copy_async_wait<kStages - 2>();
       __syncwarp();
+      if (j == 0 && it == 0) timeline_mark(p, kMarkFirstData);
       if constexpr (Shape::kChains) {
         copy_next(stage_at(refill_slot));
       } else if (it + kStages - 1 < my_steps) {
@@ -917,6 +922,7 @@ __global__ void __launch_bounds__(kWarps * 32, (DecodeShape<KV, DQK, DV>::kMinBl
     const bool write_final = split == 0 && work.count <= 1;
     const bool write_partial = work.count >= 2 || p.write_all_partials;
     if (j + 1 == chain) {
+      timeline_mark(p, kMarkLoopDone);
       // The CTA's last split: no copy is left in flight, and the whole ring holds the four
       // warps' rows once every warp is done reading its stages.
       copy_async_wait<0>();
@@ -925,6 +931,7 @@ __global__ void __launch_bounds__(kWarps * 32, (DecodeShape<KV, DQK, DV>::kMinBl
       finish_split<DV, DV, kValueShiftExponent>(
           p, range, split, write_final, write_partial, st, sm.warp_max, sm.warp_sum, sm.row_lse,
           merge + warp * kRowsPerBlock * DV, [&](int w) { return merge + w * kRowsPerBlock * DV; });
+      timeline_mark(p, kMarkMerged);
     } else if constexpr (Shape::kChains) {
       // The next split's copies are in flight; the stage this warp consumed last stays free until
       // its refill, after the barrier below.
@@ -940,6 +947,7 @@ __global__ void __launch_bounds__(kWarps * 32, (DecodeShape<KV, DQK, DV>::kMinBl
     }
   }
   if (p.arrivals != nullptr && work.count >= 2) combine_if_last(p, work, range, sm.row_exponent);
+  timeline_mark(p, kMarkEnd);
 }
 
 template <DType KV, int DQK, int DV>

@@ -330,6 +330,7 @@ __global__ void __launch_bounds__(kWarps * 32, (DecodeShape<KV, DQK, DV, true>::
   const int q4 = lane & 3;
 
   allow_dependent_launch();
+  timeline_mark(p, kMarkEntry);
 
   const WorkItem work = p.work[blockIdx.x];
   const core::Visibility vis{work.last, p.causal, work.offset, p.window};
@@ -343,6 +344,7 @@ __global__ void __launch_bounds__(kWarps * 32, (DecodeShape<KV, DQK, DV, true>::
   const int64_t my_steps = warp_steps(steps.count, warp);
   auto step_key = [&](int64_t it) { return steps.first_key + (warp + kWarps * it) * kStepKeys; };
   copier.prime(my_steps, step_key, stage_at);
+  timeline_mark(p, kMarkStarted);
 
   const bool q_has_lo = p.q_split_lo;
   float* q_rows = reinterpret_cast<float*>(stage_at(kStages - 1) - warp * Shape::kStepBytes);
@@ -350,6 +352,7 @@ __global__ void __launch_bounds__(kWarps * 32, (DecodeShape<KV, DQK, DV, true>::
   stage_q_rows<KV, DQK, kNarrowRows>(p, range, q_rows, sm.row_exponent);
   uint4* q_narrow = reinterpret_cast<uint4*>(sm.q_frags);
   build_q_narrow<KV, DQK>(q_rows, sm.row_exponent, q_has_lo, q_narrow);
+  timeline_mark(p, kMarkQReady);
 
   // Per-lane row state: rows 2q (0) and 2q + 1 (1) of this CTA.
   float score_scale[2];
@@ -381,6 +384,7 @@ __global__ void __launch_bounds__(kWarps * 32, (DecodeShape<KV, DQK, DV, true>::
     const int refill_slot = slot == 0 ? kStages - 1 : slot - 1;
     copy_async_wait<kStages - 2>();
     __syncwarp();
+    if (it == 0) timeline_mark(p, kMarkFirstData);
     if (it + kStages - 1 < my_steps) {
       copier.copy(step_key(it + kStages - 1), stage_at(refill_slot));
     } else {
@@ -502,6 +506,8 @@ __global__ void __launch_bounds__(kWarps * 32, (DecodeShape<KV, DQK, DV, true>::
     __syncwarp();
   }
 
+  timeline_mark(p, kMarkLoopDone);
+
   // Row sums reduced over the lane groups, P' 2^T taken out.
   const float unscale = scalbnf(1.0f, -t_exp);
 #pragma unroll
@@ -520,7 +526,9 @@ __global__ void __launch_bounds__(kWarps * 32, (DecodeShape<KV, DQK, DV, true>::
   finish_split<DV, DV, 0>(p, range, split, write_final, write_partial, st, sm.warp_max, sm.warp_sum,
                           sm.row_lse, merge + warp * kRowsPerBlock * DV,
                           [&](int w) { return merge + w * kRowsPerBlock * DV; });
+  timeline_mark(p, kMarkMerged);
   if (p.arrivals != nullptr && work.count >= 2) combine_if_last(p, work, range, sm.row_exponent);
+  timeline_mark(p, kMarkEnd);
 }
 
 template <DType KV, int DQK, int DV>
