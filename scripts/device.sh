@@ -14,10 +14,10 @@
 #   ncu_decode     Nsight Compute on one decode split kernel per KV type (not run by default;
 #                  NCU_KV: the KV types, NCU_KEYS: cached keys, NCU_CLOCKS: base or none)
 #   prefill_sweep  the prefill kernel's fixed cost per CTA: time against keys (not run by default)
-#   timeline       where a decode CTA's time goes: a second, decode-only build with
-#                  MXATTN_DECODE_TIMELINE whose benchmark records every CTA's timestamps (not run by
-#                  default; TL_SHAPES, TL_KVS: the benchmark's rows, default B8 and 128k, bf16,
-#                  e4m3, e2m1)
+#   timeline       where a CTA's time goes: a second build with MXATTN_TIMELINE whose decode and
+#                  prefill benchmarks record every CTA's timestamps (not run by default; TL_SHAPES,
+#                  TL_KVS: the decode rows, default B8 and 128k, bf16, e4m3, e2m1; TL_DIMS: the
+#                  prefill head dims, default 64,128,256)
 # A failing section is reported and the next ones still run; a hung first GPU test skips the rest.
 # Everything a section writes (log, JSON, plot) goes to one work folder, packed at the end into
 # $OUT/results.tgz; $OUT/summary.txt holds the short tables, which are also printed last.
@@ -231,19 +231,24 @@ section_prefill_sweep() {
   return $rc
 }
 
-# Per-CTA timestamps of the decode split kernels (src/cuda/timeline.cuh): the phase table of each
-# row, and every CTA's stamps in timeline.csv. Its own build folder: the option changes the kernels.
+# Per-CTA timestamps of the decode split and prefill kernels (src/cuda/timeline.cuh): the phase
+# table of each row, and every CTA's stamps in timeline_*.csv. Its own build folder: the option
+# changes the kernels.
 section_timeline() {
   [ "$HUNG" -eq 0 ] || return 1
-  local build="$BUILD-timeline"
+  local build="$BUILD-timeline" rc=0
   cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90a \
-    -DMXATTN_CUDA=ON -DMXATTN_BENCH=ON -DMXATTN_TESTS=OFF -DMXATTN_DECODE_TIMELINE=ON \
-    -DMXATTN_CUTLASS_DIR="$PWD/.no-cutlass" >"$WORK/timeline_build.log" 2>&1 &&
-    cmake --build "$build" -j "$JOBS" --target mxattn_decode_bench >>"$WORK/timeline_build.log" 2>&1 ||
-    { tail -20 "$WORK/timeline_build.log"; return 1; }
-  timeout 300 "$build/bench/cuda/mxattn_decode_bench" --quick --shapes "${TL_SHAPES:-B8,128k}" \
-    --kvs "${TL_KVS:-bf16,e4m3,e2m1}" --timeline "$WORK/timeline.csv" \
-    --json "$WORK/timeline_bench.json" | tee "$WORK/timeline.txt"
+    -DMXATTN_CUDA=ON -DMXATTN_BENCH=ON -DMXATTN_TESTS=OFF -DMXATTN_TIMELINE=ON \
+    -DMXATTN_CUTLASS_DIR="$PWD/.deps/cutlass/include" >"$WORK/timeline_build.log" 2>&1 &&
+    cmake --build "$build" -j "$JOBS" --target mxattn_decode_bench mxattn_prefill_bench \
+      >>"$WORK/timeline_build.log" 2>&1 || { tail -20 "$WORK/timeline_build.log"; return 1; }
+  timeout 200 "$build/bench/cuda/mxattn_decode_bench" --quick --shapes "${TL_SHAPES:-B8,128k}" \
+    --kvs "${TL_KVS:-bf16,e4m3,e2m1}" --timeline "$WORK/timeline_decode.csv" \
+    --json "$WORK/timeline_decode.json" | tee "$WORK/timeline.txt" || rc=1
+  timeout 200 "$build/bench/cuda/mxattn_prefill_bench" --quick --dims "${TL_DIMS:-64,128,256}" \
+    --timeline "$WORK/timeline_prefill.csv" --json "$WORK/timeline_prefill.json" |
+    tee -a "$WORK/timeline.txt" || rc=1
+  return $rc
 }
 
 section_summary() {

@@ -13,14 +13,11 @@
 //   no combine-only shape). --repeat N: run the chosen rows N times, in turn. --dim: head dims
 //   other than 128 (192: Dqk 192, Dv 128), a focused run whose shape names say so. --wide: the
 //   focused rows of MX caches on the general kernel (DecodeOptions::narrow_mx = false).
-//   --timeline CSV (a build with -DMXATTN_DECODE_TIMELINE=ON): after timing each focused row, one
-//   more plain launch records every CTA's timestamps (mxattn::cuda::set_decode_timeline), appended
-//   to CSV, and prints where a CTA's time goes: the median and 90th percentile of each phase, and
-//   how long an SM's slot stays empty between one CTA's end and the next one's start.
+//   --timeline CSV (a build with -DMXATTN_TIMELINE=ON): after timing each focused row, one more
+//   plain launch records every CTA's timestamps (record_timeline in bench_common.cuh).
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -161,104 +158,6 @@ struct Result {
 // The CSV file that --timeline appends to (nullptr: no timeline).
 const char* g_timeline_csv = nullptr;
 
-#ifdef MXATTN_DECODE_TIMELINE
-double percentile(std::vector<double> v, double q) {
-  if (v.empty()) return NAN;
-  std::sort(v.begin(), v.end());
-  return v[size_t(q * double(v.size() - 1) + 0.5)];
-}
-
-// One plain launch of `plan` with every CTA's timestamps recorded (cuda::set_decode_timeline):
-// appended to g_timeline_csv (row, kv, cta, sm, then the marks in ns from the launch's first
-// entry; empty where a CTA did not reach a mark), then a summary on stdout.
-void record_timeline(const mxattn::cuda::DecodePlan& plan, const mxattn::AttentionArgs& a,
-                     cudaStream_t stream, const Result& r) {
-  constexpr int kSlots = mxattn::cuda::kTimelineSlots;
-  const int64_t ctas = plan.split_blocks();
-  DeviceBuffer records(ctas * kSlots * 8);
-  CHECK_CUDA(cudaMemset(records.ptr, 0, size_t(records.bytes)));
-  mxattn::cuda::set_decode_timeline(static_cast<uint64_t*>(records.ptr), ctas);
-  check_status(mxattn::cuda::run_decode(plan, a, stream), "run_decode");
-  CHECK_CUDA(cudaStreamSynchronize(stream));
-  mxattn::cuda::set_decode_timeline(nullptr, 0);
-  std::vector<uint64_t> t(size_t(ctas * kSlots));
-  CHECK_CUDA(cudaMemcpy(t.data(), records.ptr, t.size() * 8, cudaMemcpyDeviceToHost));
-
-  constexpr int kMarks = kSlots - 1;  // the last slot is the SM
-  const char* mark_names[kMarks] = {"entry",     "started", "q_ready", "first_data",
-                                    "loop_done", "merged",  "end"};
-  uint64_t origin = UINT64_MAX;
-  for (int64_t c = 0; c < ctas; ++c)
-    if (t[size_t(c * kSlots)] != 0) origin = std::min(origin, t[size_t(c * kSlots)]);
-  FILE* csv = std::fopen(g_timeline_csv, "a");
-  if (csv == nullptr) {
-    std::fprintf(stderr, "--timeline: cannot write %s\n", g_timeline_csv);
-    std::exit(1);
-  }
-  if (std::ftell(csv) == 0) {
-    std::fprintf(csv, "row,kv,cta,sm");
-    for (const char* m : mark_names) std::fprintf(csv, ",%s_ns", m);
-    std::fprintf(csv, "\n");
-  }
-  // Phases between consecutive marks, and each SM's slot gaps (a CTA's entry minus the latest end
-  // on its SM before it).
-  std::vector<std::vector<double>> phase(kMarks);
-  std::vector<std::vector<std::pair<double, double>>> by_sm;  // (entry, end) per SM, us
-  double span = 0;
-  for (int64_t c = 0; c < ctas; ++c) {
-    const uint64_t* m = &t[size_t(c * kSlots)];
-    std::fprintf(csv, "%s,%s,%lld,%llu", r.shape.c_str(), r.kv.c_str(), static_cast<long long>(c),
-                 static_cast<unsigned long long>(m[kMarks]));
-    for (int k = 0; k < kMarks; ++k) {
-      if (m[k] != 0) {
-        std::fprintf(csv, ",%llu", static_cast<unsigned long long>(m[k] - origin));
-      } else {
-        std::fprintf(csv, ",");
-      }
-    }
-    std::fprintf(csv, "\n");
-    if (m[0] == 0 || m[kMarks - 1] == 0) continue;  // a CTA with nothing to compute
-    for (int k = 1; k < kMarks; ++k)
-      if (m[k] != 0 && m[k - 1] != 0) phase[size_t(k)].push_back(double(m[k] - m[k - 1]) * 1e-3);
-    phase[0].push_back(double(m[kMarks - 1] - m[0]) * 1e-3);  // the whole CTA
-    const size_t sm = size_t(m[kMarks]);
-    if (by_sm.size() <= sm) by_sm.resize(sm + 1);
-    by_sm[sm].push_back({double(m[0] - origin) * 1e-3, double(m[kMarks - 1] - origin) * 1e-3});
-    span = std::max(span, double(m[kMarks - 1] - origin) * 1e-3);
-  }
-  std::fclose(csv);
-  std::vector<double> gaps, first_entry;
-  for (auto& events : by_sm) {
-    if (events.empty()) continue;
-    std::sort(events.begin(), events.end());
-    first_entry.push_back(events.front().first);
-    for (size_t i = 1; i < events.size(); ++i) {
-      double latest_end = -1;
-      for (size_t j = 0; j < i; ++j)
-        if (events[j].second <= events[i].first)
-          latest_end = std::max(latest_end, events[j].second);
-      if (latest_end >= 0) gaps.push_back(events[i].first - latest_end);
-    }
-  }
-  std::printf(
-      "timeline %s %s: %lld CTAs, %.1f us from the first entry to the last end; "
-      "SMs' first entries %.1f-%.1f us\n",
-      r.shape.c_str(), r.kv.c_str(), static_cast<long long>(ctas), span,
-      percentile(first_entry, 0.0), percentile(first_entry, 1.0));
-  std::printf("  %-22s %10s %10s\n", "phase (us)", "median", "p90");
-  std::printf("  %-22s %10.2f %10.2f\n", "whole CTA", percentile(phase[0], 0.5),
-              percentile(phase[0], 0.9));
-  for (int k = 1; k < kMarks; ++k) {
-    char name[40];
-    std::snprintf(name, sizeof name, "%s -> %s", mark_names[k - 1], mark_names[k]);
-    std::printf("  %-22s %10.2f %10.2f\n", name, percentile(phase[size_t(k)], 0.5),
-                percentile(phase[size_t(k)], 0.9));
-  }
-  std::printf("  %-22s %10.2f %10.2f\n", "slot empty (end->entry)", percentile(gaps, 0.5),
-              percentile(gaps, 0.9));
-}
-#endif
-
 mxattn::TensorView view(void* data, mxattn::DType t, std::initializer_list<int64_t> shape) {
   return mxattn::make_view(data, t, shape);
 }
@@ -337,8 +236,11 @@ Result run_shape(const Shape& s, mxattn::DType kv, int64_t tile_n, cudaStream_t 
   r.ctas = plan.split_blocks();
   r.combines = plan.combines();
   CHECK_CUDA(cudaGraphExecDestroy(graph));
-#ifdef MXATTN_DECODE_TIMELINE
-  if (g_timeline_csv != nullptr) record_timeline(plan, a, stream, r);
+#ifdef MXATTN_TIMELINE
+  if (g_timeline_csv != nullptr) {
+    record_timeline(g_timeline_csv, r.shape + "," + r.kv, plan.split_blocks(), kDecodeMarks,
+                    [&] { check_status(mxattn::cuda::run_decode(plan, a, stream), "run_decode"); });
+  }
 #endif
   if (plan.combines()) {
     const cudaGraphExec_t combine = capture(

@@ -15,7 +15,10 @@
 // head dim), non-causal, beside the bf16 time of the same shape (the issue asks for 0.9x or more).
 //
 // Usage: mxattn_prefill_bench [--json PATH] [--quick] [--dims 64,128,256] [--dense]
+//                             [--timeline CSV]
 //   --dims: only these head dims; --dense: the bf16 dense rows only (no sparse and MX rows).
+//   --timeline (a build with -DMXATTN_TIMELINE=ON): after timing each row, one more launch records
+//   every CTA's timestamps (record_timeline in bench_common.cuh).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -96,6 +99,9 @@ SparseBench make_sparse_layout(int64_t heads, int64_t seq, int32_t block, double
   return sb;
 }
 
+// The CSV file that --timeline appends to (nullptr: no timeline).
+const char* g_timeline_csv = nullptr;
+
 // Q, K and V of `format` (bf16, or an MX format with E8M0 scales per 32 along the head dim), O
 // bf16.
 Result run_case(int64_t batch, int64_t heads, int64_t seq, int64_t dim, bool causal, int reps,
@@ -157,6 +163,17 @@ Result run_case(int64_t batch, int64_t heads, int64_t seq, int64_t dim, bool cau
   std::sort(times.begin(), times.end());
   CHECK_CUDA(cudaEventDestroy(start));
   CHECK_CUDA(cudaEventDestroy(stop));
+#ifdef MXATTN_TIMELINE
+  if (g_timeline_csv != nullptr) {
+    // (snprintf: GCC 12's -Wrestrict misfires on a chain of std::string + here)
+    char row[64];
+    std::snprintf(row, sizeof row, "D%lld%s%s %s", static_cast<long long>(dim),
+                  causal ? " causal" : "", sparse != nullptr ? " sparse" : "",
+                  std::string(mxattn::name_of(format)).c_str());
+    record_timeline(g_timeline_csv, row, plan.ctas(), kPrefillMarks,
+                    [&] { check_status(mxattn::cuda::run_prefill(plan, args, nullptr), "run"); });
+  }
+#endif
   for (int t = 0; t < 3; ++t) {
     CHECK_CUDA(cudaFree(*inputs[t]));
     CHECK_CUDA(cudaFree(scales[t]));
@@ -198,12 +215,22 @@ int main(int argc, char** argv) {
         }
         dims.push_back(std::stoll(item));
       }
+    } else if (std::strcmp(argv[i], "--timeline") == 0 && i + 1 < argc) {
+      g_timeline_csv = argv[++i];
     } else {
-      std::fprintf(stderr, "usage: %s [--json PATH] [--quick] [--dims 64,128,256] [--dense]\n",
+      std::fprintf(stderr,
+                   "usage: %s [--json PATH] [--quick] [--dims 64,128,256] [--dense] "
+                   "[--timeline CSV]\n",
                    argv[0]);
       return 2;
     }
   }
+#ifndef MXATTN_TIMELINE
+  if (g_timeline_csv != nullptr) {
+    std::fprintf(stderr, "--timeline: this build records no timeline (-DMXATTN_TIMELINE=ON)\n");
+    return 2;
+  }
+#endif
   using mxattn::DType;
   const int64_t batch = 4, heads = 32, seq = 4096;
   const int reps = quick ? 5 : 20;

@@ -100,16 +100,14 @@ Status run_decode(const DecodePlan& plan, const AttentionArgs& device_args, void
 // benchmark of the combine kernel on its own bytes). A no-op when the plan does not combine.
 Status run_combine(const DecodePlan& plan, const AttentionArgs& device_args, void* stream);
 
-#ifdef MXATTN_DECODE_TIMELINE
-// Diagnostics build only (CMake -DMXATTN_DECODE_TIMELINE=ON). The decode split kernels that
-// run_decode launches from now on record, per CTA (index x + y * gridDim.x, up to `ctas` CTAs),
-// kTimelineSlots 64-bit words into `records` (device memory): %globaltimer stamps in ns at the
-// kernel's entry, once its first copies are issued, once Q is ready, when warp 0's first step has
-// arrived, after warp 0's last step, after the merge and the writes of O or the partials, and at
-// its end (after the fused combine); the last word holds the SM's id. Slots of a CTA that ends
-// early (nothing to compute) keep what was there. nullptr stops the recording.
+#ifdef MXATTN_TIMELINE
+// Diagnostics build only (CMake -DMXATTN_TIMELINE=ON). The decode split kernels and the prefill
+// kernels launched from now on record, per CTA (index x + y * gridDim.x, up to `ctas` CTAs),
+// kTimelineSlots 64-bit words into `records` (device memory): %globaltimer stamps in ns at marks
+// along the CTA's life (src/cuda/timeline.cuh names them for each engine), the last word the SM's
+// id. Marks a CTA does not reach keep what was there. nullptr stops the recording.
 inline constexpr int kTimelineSlots = 8;
-void set_decode_timeline(uint64_t* records, int64_t ctas);
+void set_kernel_timeline(uint64_t* records, int64_t ctas);
 #endif
 
 }  // namespace mxattn::cuda

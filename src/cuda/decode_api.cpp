@@ -15,6 +15,7 @@
 #include "cuda/api_util.h"
 #include "cuda/decode_params.h"
 #include "cuda/kernels.h"
+#include "cuda/timeline.h"
 #include "mxattn/cuda.h"
 
 namespace mxattn::cuda {
@@ -155,19 +156,12 @@ Status check_run_args(const DecodePlan::Impl& plan, const AttentionArgs& d) {
   return Status::ok();
 }
 
-#ifdef MXATTN_DECODE_TIMELINE
-// Where the kernels record their timeline (set_decode_timeline); one process-wide buffer, a
-// diagnostics build's only state.
-uint64_t* g_timeline = nullptr;
-int64_t g_timeline_ctas = 0;
-#endif
-
 // The planned parameters with the run's data pointers.
 detail::DecodeParams params_for(const DecodePlan::Impl& plan, const AttentionArgs& d) {
   detail::DecodeParams p = plan.params;
-#ifdef MXATTN_DECODE_TIMELINE
-  p.timeline = g_timeline;
-  p.timeline_ctas = g_timeline_ctas;
+#ifdef MXATTN_TIMELINE
+  p.timeline = detail::timeline_buffer().records;
+  p.timeline_ctas = detail::timeline_buffer().ctas;
 #endif
   p.q = d.q.data;
   p.q_rows_vectorized = (p.q_dtype == DType::bf16 || p.q_dtype == DType::f16) &&
@@ -472,13 +466,6 @@ Status run_decode(const DecodePlan& plan, const AttentionArgs& device_args, void
   if (!impl->combines || impl->fused_combine) return Status::ok();
   return detail::launch_combine(impl->combine, params, stream, true);
 }
-
-#ifdef MXATTN_DECODE_TIMELINE
-void set_decode_timeline(uint64_t* records, int64_t ctas) {
-  g_timeline = records;
-  g_timeline_ctas = records == nullptr ? 0 : ctas;
-}
-#endif
 
 Status run_combine(const DecodePlan& plan, const AttentionArgs& device_args, void* stream) {
   const DecodePlan::Impl* impl = plan.impl();

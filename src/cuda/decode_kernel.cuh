@@ -31,6 +31,14 @@
 
 namespace mxattn::cuda::detail {
 
+// Stamps a decode mark (timeline.cuh) from thread 0, in a diagnostics build; nothing otherwise.
+__device__ __forceinline__ void timeline_mark([[maybe_unused]] const DecodeParams& p,
+                                              [[maybe_unused]] int mark) {
+#ifdef MXATTN_TIMELINE
+  if (threadIdx.x == 0) timeline_stamp(p.timeline, p.timeline_ctas, mark);
+#endif
+}
+
 // Lazy rescaling: a row's reference maximum moves only when a score exceeds it by more than 2^8,
 // so exp2 never overflows and most steps skip rescaling the accumulators.
 inline constexpr float kRescaleThreshold = 8.0f;

@@ -116,7 +116,7 @@ struct DecodeParams {
   int64_t q_tiles = 1;
   int64_t tile_heads = 1;  // 1: one tile table per batch entry; heads_q: one per (b, h)
   int64_t row_blocks = 1;  // ceil(tile rows * group / kRowsPerBlock)
-#ifdef MXATTN_DECODE_TIMELINE
+#ifdef MXATTN_TIMELINE
   // Diagnostics build only (timeline.cuh): kTimelineSlots stamps per CTA, for timeline_ctas CTAs.
   uint64_t* timeline = nullptr;
   int64_t timeline_ctas = 0;

@@ -20,6 +20,7 @@
 #include "cuda/prefill/kernels.h"
 #include "cuda/prefill/prefill_params.h"
 #include "cuda/prefill/schedule.h"
+#include "cuda/timeline.h"
 #include "mxattn/cuda_prefill.h"
 
 namespace mxattn::cuda {
@@ -208,6 +209,10 @@ bool runs_ok(const TensorView& v, const void* data, int64_t elem_bytes, int64_t 
 // The planned parameters with the run's data pointers.
 prefill::PrefillParams params_for(const PrefillPlan::Impl& plan, const AttentionArgs& d) {
   prefill::PrefillParams p = plan.params;
+#ifdef MXATTN_TIMELINE
+  p.timeline = detail::timeline_buffer().records;
+  p.timeline_ctas = detail::timeline_buffer().ctas;
+#endif
   p.q = plan.copied[0] ? plan.dense_inputs[0].out : d.q.data;
   if (plan.q_codes) {
     p.q_scales = static_cast<const uint8_t*>(d.q_scales.data);

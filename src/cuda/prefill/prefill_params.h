@@ -108,6 +108,11 @@ struct PrefillParams {
   int64_t window = -1;
   float scale = 0.0f;       // softmax scale (natural log), for the LSE
   float scale_log2 = 0.0f;  // softmax scale times log2(e), for exp2
+#ifdef MXATTN_TIMELINE
+  // Diagnostics build only (cuda/timeline.cuh): kTimelineSlots stamps per CTA.
+  uint64_t* timeline = nullptr;
+  int64_t timeline_ctas = 0;
+#endif
 };
 
 }  // namespace mxattn::cuda::prefill
