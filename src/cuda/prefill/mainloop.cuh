@@ -4,7 +4,10 @@
 // the online softmax between them. Two overlaps hide the softmax: within a warp group, the S GEMM
 // of tile n is in flight while the P V GEMM of tile n + 1 runs and the softmax of tile n follows
 // (FlashAttention-3's intra-warpgroup pipelining); across warp groups, a named-barrier ping-pong
-// lets one group's softmax run while the other issues its GEMMs.
+// lets one group's softmax run while the other issues its GEMMs. The first of the two exists only
+// in the source: ptxas (nvcc 13.0) moves the wait for the P V GEMM above the softmax, so the
+// machine code runs the softmax once that GEMM has completed (docs/design.md; the CI test
+// tests/cuda/check_prefill_sass.py counts the exponentials ahead of the wait).
 #pragma once
 
 #include <cutlass/arch/barrier.h>
