@@ -2,11 +2,10 @@
 // besides its keys (perf.md: a narrow decode CTA holds its slot 13-15 us besides its keys, session
 // 13; a D128 prefill CTA about 3.3 key tiles' worth, 2026-12-04). Compiled in only with the CMake
 // option MXATTN_TIMELINE (a diagnostics build): elsewhere timeline_stamp is empty and the kernels'
-// code is unchanged. One thread of each CTA writes %globaltimer (ns, comparable across SMs) at each
-// mark into cuda::kTimelineSlots words per CTA (the last: the SM's id, written with the first
-// mark), CTA index x + y * gridDim.x, into the buffer given to cuda::set_kernel_timeline; the
-// benchmarks'
-// --timeline reads it.
+// code is unchanged. One thread of each CTA writes %globaltimer (ns, comparable across SMs) at
+// each mark into cuda::kTimelineSlots words per CTA (the last: the SM's id, written with the first
+// mark), CTA index x + y * gridDim.x, into the buffer given to cuda::set_kernel_timeline. The
+// benchmarks' --timeline reads it (bench/cuda/bench_common.cuh).
 #pragma once
 
 #include <cstdint>
@@ -33,7 +32,11 @@ enum PrefillMark : int {
   kPrefillLoopDone = 3,  // the last P V GEMM complete
   kPrefillStored = 4,    // O (or the partials) written
 };
-inline constexpr int kMarkSm = 7;  // the slot of the SM's id
+inline constexpr int kMarkSm = 7;  // the slot of the SM's id, the last
+#ifdef MXATTN_TIMELINE
+static_assert(kMarkSm == kTimelineSlots - 1 && kMarkEnd < kMarkSm && kPrefillStored < kMarkSm,
+              "a slot for every mark, the SM's last");
+#endif
 
 // Stamps `mark` of this CTA when `records` is set; the caller picks the one thread.
 __device__ __forceinline__ void timeline_stamp([[maybe_unused]] uint64_t* records,
