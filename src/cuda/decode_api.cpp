@@ -160,8 +160,9 @@ Status check_run_args(const DecodePlan::Impl& plan, const AttentionArgs& d) {
 detail::DecodeParams params_for(const DecodePlan::Impl& plan, const AttentionArgs& d) {
   detail::DecodeParams p = plan.params;
 #ifdef MXATTN_TIMELINE
-  p.timeline = detail::timeline_buffer().records;
-  p.timeline_ctas = detail::timeline_buffer().ctas;
+  const detail::TimelineBuffer timeline = detail::timeline_buffer();
+  p.timeline = timeline.records;
+  p.timeline_ctas = timeline.ctas;
 #endif
   p.q = d.q.data;
   p.q_rows_vectorized = (p.q_dtype == DType::bf16 || p.q_dtype == DType::f16) &&

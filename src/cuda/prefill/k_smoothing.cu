@@ -24,12 +24,9 @@ __device__ float mx_lane_dot(const LseShiftParams& p, int64_t q_row, int64_t sca
   for (int64_t d0 = int64_t(lane) * kGroup; d0 < p.dim_qk; d0 += 32 * kGroup) {
     uint32_t words[2] = {};
     load_group_words<kType>(codes + (q_row + d0) * bits_of(kType) / 8, words);
-    float scale[kGroup];
-    const float one = detail::e8m0_value(p.q_scales[scale_row + d0 / 32 * p.q_scale_stride[3]]);
-#pragma unroll
-    for (int e = 0; e < kGroup; ++e) scale[e] = one;
     uint32_t pairs[kGroup / 2];
-    mx_group_pairs<kType>(words, scale, pairs);
+    mx_group_pairs<kType>(
+        words, detail::e8m0_value(p.q_scales[scale_row + d0 / 32 * p.q_scale_stride[3]]), pairs);
 #pragma unroll
     for (int q = 0; q < kGroup / 2; ++q) {
       const float2 v = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&pairs[q]));
@@ -63,12 +60,13 @@ __global__ void __launch_bounds__(kRowsPerBlock * 32)
     const int64_t scale_row =
         b * p.q_scale_stride[0] + i * p.q_scale_stride[1] + h * p.q_scale_stride[2];
     dot = mx_lane_dot_of(p, q_row, scale_row, mean, lane);
-  }
-  for (int64_t d = lane; d < p.dim_qk && !is_mx(p.q_dtype); d += 32) {
-    const float q = p.q_dtype == DType::bf16
-                        ? __bfloat162float(static_cast<const __nv_bfloat16*>(p.q)[q_row + d])
-                        : __half2float(static_cast<const __half*>(p.q)[q_row + d]);
-    dot = fmaf(q, mean[d], dot);
+  } else {
+    for (int64_t d = lane; d < p.dim_qk; d += 32) {
+      const float q = p.q_dtype == DType::bf16
+                          ? __bfloat162float(static_cast<const __nv_bfloat16*>(p.q)[q_row + d])
+                          : __half2float(static_cast<const __half*>(p.q)[q_row + d]);
+      dot = fmaf(q, mean[d], dot);
+    }
   }
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, o);

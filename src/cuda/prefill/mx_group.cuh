@@ -110,4 +110,14 @@ __device__ __forceinline__ void mx_group_pairs(const uint32_t (&words)[2],
   }
 }
 
+// mx_group_pairs for a group that lies in one block of 32 (one scale for its eight codes).
+template <DType kType>
+__device__ __forceinline__ void mx_group_pairs(const uint32_t (&words)[2], float scale,
+                                               uint32_t (&pairs)[kGroup / 2]) {
+  float scales[kGroup];
+#pragma unroll
+  for (int e = 0; e < kGroup; ++e) scales[e] = scale;
+  mx_group_pairs<kType>(words, scales, pairs);
+}
+
 }  // namespace mxattn::cuda::prefill

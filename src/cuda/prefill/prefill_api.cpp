@@ -210,10 +210,11 @@ bool runs_ok(const TensorView& v, const void* data, int64_t elem_bytes, int64_t 
 prefill::PrefillParams params_for(const PrefillPlan::Impl& plan, const AttentionArgs& d) {
   prefill::PrefillParams p = plan.params;
 #ifdef MXATTN_TIMELINE
-  p.timeline = detail::timeline_buffer().records;
-  p.timeline_ctas = detail::timeline_buffer().ctas;
+  const detail::TimelineBuffer timeline = detail::timeline_buffer();
+  p.timeline = timeline.records;
+  p.timeline_ctas = timeline.ctas;
 #endif
-  p.q = plan.copied[0] ? plan.dense_inputs[0].out : d.q.data;
+  p.q = d.q.data;  // read in place, as codes where it is MX (copied_to_workspace)
   if (plan.q_codes) {
     p.q_scales = static_cast<const uint8_t*>(d.q_scales.data);
     p.q_aligned_groups =

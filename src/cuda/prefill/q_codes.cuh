@@ -61,12 +61,8 @@ __device__ __forceinline__ void dequantize_q_as(const PrefillParams& p, const Ct
     const int r = idx / kChunks, d0 = idx % kChunks * kGroup;
     const bool valid = w.row_first + r < p.seq_q;  // rows past Sq: zeros, as the copy fills them
     uint32_t group_words[2] = {valid ? words[i][0] : 0u, valid ? words[i][1] : 0u};
-    const float one = valid ? detail::e8m0_value(scale_bytes[i]) : 0.0f;
-    float group_scale[kGroup];
-#pragma unroll
-    for (int e = 0; e < kGroup; ++e) group_scale[e] = one;
     uint32_t pairs[kGroup / 2];
-    mx_group_pairs<kType>(group_words, group_scale, pairs);
+    mx_group_pairs<kType>(group_words, valid ? detail::e8m0_value(scale_bytes[i]) : 0.0f, pairs);
     // Eight head-dim elements from a multiple of 8 are one aligned 16-byte chunk of the 128-byte
     // swizzled rows (prefill_layout_test.cu checks it for Q's layout).
     *reinterpret_cast<uint4*>(&sQ(r, d0)) = make_uint4(pairs[0], pairs[1], pairs[2], pairs[3]);
