@@ -1,7 +1,9 @@
 // The fast CPU engine against this machine's own ceilings: the f32 FMA peak (the clock a chain of
 // dependent FMAs runs at, times the 512-bit FMAs a core issues per cycle) for prefill, and the
 // bandwidth of a streaming read for decode. Prints a table and, with --json FILE, writes the same
-// numbers as JSON.
+// numbers as JSON. The decode cases' runs alternate (bf16, E4M3, bf16, ...), each followed by a
+// streaming read, so that the share of the read and MXFP8's speed over bf16 also come from runs
+// made at the same moment: this machine's bandwidth moves by up to 2x within minutes.
 //
 //   mxattn_bench_cpu [--threads N] [--reps N]
 //                    [--isa portable|avx2|avx512|avx512_vbmi|avx512_bf16|avx512_amx]
@@ -98,6 +100,41 @@ __attribute__((target("avx512f"))) double fma_throughput_flops(int64_t iteration
 }
 #endif
 
+// A streaming read of 1 GiB, larger than any cache, by every thread at once: the bandwidth
+// ceiling of decode, measured once for the header and again beside every decode run (this
+// machine's bandwidth moves by up to 2x within minutes, so a ratio to a read made minutes earlier
+// says little).
+class StreamRead {
+ public:
+  explicit StreamRead(int threads) : threads_(threads), buffer_(new uint64_t[size_t(kWords)]) {
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (int64_t i = 0; i < kWords; ++i) buffer_[size_t(i)] = uint64_t(i);
+  }
+  int64_t bytes() const {
+    return kWords * 8;
+  }
+  // One pass; GB/s.
+  double gbs() const {
+    uint64_t total = 0;
+    const auto t0 = Clock::now();
+#pragma omp parallel for num_threads(threads_) schedule(static) reduction(+ : total)
+    for (int64_t i = 0; i < kWords; i += 8) {
+      uint64_t s = 0;
+      for (int k = 0; k < 8; ++k) s += buffer_[size_t(i + k)];
+      total += s;
+    }
+    const double t = seconds_since(t0);
+    volatile uint64_t sink = total;
+    (void)sink;
+    return double(bytes()) / t / 1e9;
+  }
+
+ private:
+  static constexpr int64_t kWords = (int64_t(1) << 30) / 8;
+  int threads_;
+  std::unique_ptr<uint64_t[]> buffer_;
+};
+
 struct Ceilings {
   int threads = 0;
   double clock_ghz = 0;
@@ -139,25 +176,9 @@ Ceilings measure_ceilings(int threads) {
   c.peak_gflops = threads * c.fma_units * c.lanes * 2 * c.clock_ghz;
 
   // Streaming read of 1 GiB, larger than any cache, by every thread at once; the best of five.
-  c.stream_bytes = int64_t(1) << 30;
-  const int64_t words = c.stream_bytes / 8;
-  std::unique_ptr<uint64_t[]> buffer(new uint64_t[size_t(words)]);
-#pragma omp parallel for num_threads(threads) schedule(static)
-  for (int64_t i = 0; i < words; ++i) buffer[size_t(i)] = uint64_t(i);
-  for (int rep = 0; rep < 5; ++rep) {
-    uint64_t total = 0;
-    const auto t0 = Clock::now();
-#pragma omp parallel for num_threads(threads) schedule(static) reduction(+ : total)
-    for (int64_t i = 0; i < words; i += 8) {
-      uint64_t s = 0;
-      for (int k = 0; k < 8; ++k) s += buffer[size_t(i + k)];
-      total += s;
-    }
-    const double t = seconds_since(t0);
-    volatile uint64_t sink = total;
-    (void)sink;
-    c.stream_gbs = std::max(c.stream_gbs, double(c.stream_bytes) / t / 1e9);
-  }
+  StreamRead read(threads);
+  c.stream_bytes = read.bytes();
+  for (int rep = 0; rep < 5; ++rep) c.stream_gbs = std::max(c.stream_gbs, read.gbs());
   return c;
 }
 
@@ -229,57 +250,97 @@ struct Result {
   double gflops = 0, gbs = 0;
   double percent_of_ceiling = 0;
   int64_t bytes = 0;
+  // Decode from memory: each run beside a streaming read made right after it; the medians over
+  // the runs of that read and of the run's share of it.
+  double read_gbs_beside = 0, percent_of_read_beside = 0;
+  std::vector<double> run_ms;  // in the order run, the warm-up left out
 };
 
-Result run_case(const Case& c, mxattn::cpu::SimdIsa isa, int threads, int reps,
-                const Ceilings& ceilings, bool hot) {
-  HostTensor q = random_tensor(c.q_type, {c.batch, c.seq_q, c.heads_q, c.dim});
-  HostTensor o(c.q_type == DType::f32 ? DType::f32 : DType::bf16,
-               {c.batch, c.seq_q, c.heads_q, c.dim});
-  // Decode reads a KV cache bigger than the work of one call: cycle through enough copies that
-  // every call reads memory, not a cache left warm by the previous one.
-  std::vector<KvCache> caches;
-  caches.push_back(make_cache(c));
-  const int64_t one = cache_bytes(caches[0]);
-  if (c.kind == "decode" && !hot) {
-    while (int64_t(caches.size()) * one < (int64_t(1) << 30)) caches.push_back(make_cache(c));
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : v[v.size() / 2];
+}
+
+// One case ready to run: its inputs and, for decode, enough copies of the KV cache that every call
+// reads memory, not a cache left warm by the previous one (one copy with --hot).
+class Runner {
+ public:
+  Runner(const Case& c, mxattn::cpu::SimdIsa isa, int threads, bool hot)
+      : c_(c),
+        isa_(isa),
+        threads_(threads),
+        q_(random_tensor(c.q_type, {c.batch, c.seq_q, c.heads_q, c.dim})),
+        o_(c.q_type == DType::f32 ? DType::f32 : DType::bf16,
+           {c.batch, c.seq_q, c.heads_q, c.dim}) {
+    caches_.push_back(make_cache(c));
+    const int64_t one = cache_bytes(caches_[0]);
+    if (c.kind == "decode" && !hot) {
+      while (int64_t(caches_.size()) * one < (int64_t(1) << 30)) caches_.push_back(make_cache(c));
+    }
+    bytes_ = one + q_.bytes() + o_.bytes();
   }
 
-  std::vector<double> ms;
-  for (int rep = 0; rep < reps + 1; ++rep) {
-    const KvCache& kv = caches[size_t(rep) % caches.size()];
+  const Case& c() const { return c_; }
+  int64_t bytes() const { return bytes_; }
+
+  // Call number `call` (the caches taken in turn); ms, validation and planning included.
+  double run_ms(int call) const {
+    const KvCache& kv = caches_[size_t(call) % caches_.size()];
     mxattn::AttentionArgs args;
-    args.q = q.view();
+    args.q = q_.view();
     args.k = kv.k.view();
     args.v = kv.v.view();
-    if (mxattn::is_mx(c.kv_type)) {
+    if (mxattn::is_mx(c_.kv_type)) {
       args.k_scales = kv.k_scales.view();
       args.v_scales = kv.v_scales.view();
     }
-    args.o = o.view();
-    args.causal = c.causal;
+    args.o = o_.view();
+    args.causal = c_.causal;
     const auto t0 = Clock::now();
     mxattn::core::Problem p;
     if (mxattn::Status st = mxattn::core::validate_problem(args, &p); !st) {
-      std::cerr << c.name << ": " << st.message() << "\n";
+      std::cerr << c_.name << ": " << st.message() << "\n";
       std::exit(1);
     }
     const mxattn::core::SplitParams split =
         mxattn::core::resolve_split(p, mxattn::cpu::kTileM, mxattn::cpu::kTileN);
-    mxattn::cpu::run_fast_with(isa, p, split, threads);
-    if (rep > 0) ms.push_back(seconds_since(t0) * 1e3);  // the first call warms up
+    mxattn::cpu::run_fast_with(isa_, p, split, threads_);
+    return seconds_since(t0) * 1e3;
   }
-  std::sort(ms.begin(), ms.end());
+
+ private:
+  Case c_;
+  mxattn::cpu::SimdIsa isa_;
+  int threads_;
+  HostTensor q_, o_;
+  std::vector<KvCache> caches_;
+  int64_t bytes_ = 0;
+};
+
+// A case's result from its runs (`ms`, in order) and, for decode from memory, the streaming reads
+// made right after each (`reads`, GB/s; empty otherwise).
+Result summarize(const Runner& run, const std::vector<double>& ms, const std::vector<double>& reads,
+                 const Ceilings& ceilings) {
+  const Case& c = run.c();
   Result r;
   r.c = c;
-  r.best_ms = ms.front();
-  r.median_ms = ms[ms.size() / 2];
+  r.run_ms = ms;
+  r.best_ms = *std::min_element(ms.begin(), ms.end());
+  r.median_ms = median(ms);
   const double flops = 4.0 * visible_pairs(c) * double(c.dim);
-  r.bytes = one + q.bytes() + o.bytes();
+  r.bytes = run.bytes();
   r.gflops = flops / (r.best_ms * 1e-3) / 1e9;
   r.gbs = double(r.bytes) / (r.best_ms * 1e-3) / 1e9;
   r.percent_of_ceiling = c.kind == "prefill" ? 100.0 * r.gflops / ceilings.peak_gflops
                                              : 100.0 * r.gbs / ceilings.stream_gbs;
+  if (!reads.empty()) {
+    std::vector<double> shares;
+    for (size_t i = 0; i < ms.size(); ++i) {
+      shares.push_back(100.0 * double(r.bytes) / (ms[i] * 1e-3) / 1e9 / reads[i]);
+    }
+    r.read_gbs_beside = median(reads);
+    r.percent_of_read_beside = median(shares);
+  }
   return r;
 }
 
@@ -291,8 +352,14 @@ std::string causal_name(mxattn::Causal c) {
   return c == mxattn::Causal::none ? "none" : "top_left";
 }
 
+// MXFP8 decode's speed over bf16's: from the best times, and the median over runs made one after
+// the other of their time ratios.
+struct Speedup {
+  double best = 0, alternated = 0;
+};
+
 void write_json(const std::string& path, const Ceilings& ce, const std::vector<Result>& results,
-                const std::string& isa, double fp8_speedup, bool hot) {
+                const std::string& isa, const Speedup& fp8_speedup, bool hot) {
   std::ofstream out(path);
   out << "{\n  \"engine\": \"mxattn cpu_fast\",\n  \"isa\": \"" << isa << "\",\n"
       << "  \"threads\": " << ce.threads << ",\n"
@@ -301,7 +368,9 @@ void write_json(const std::string& path, const Ceilings& ce, const std::vector<R
       << ", \"lanes\": " << ce.lanes << ", \"peak_gflops\": " << ce.peak_gflops
       << ", \"measured_fma_gflops\": " << ce.measured_gflops
       << ", \"stream_read_gbs\": " << ce.stream_gbs << ", \"stream_bytes\": " << ce.stream_bytes
-      << "},\n  \"mxfp8_over_bf16_decode_speedup\": " << fp8_speedup << ",\n  \"cases\": [\n";
+      << "},\n  \"mxfp8_over_bf16_decode_speedup\": " << fp8_speedup.best
+      << ",\n  \"mxfp8_over_bf16_decode_speedup_alternated\": " << fp8_speedup.alternated
+      << ",\n  \"cases\": [\n";
   for (size_t i = 0; i < results.size(); ++i) {
     const Result& r = results[i];
     out << "    {\"name\": \"" << r.c.name << "\", \"kind\": \"" << r.c.kind
@@ -312,7 +381,9 @@ void write_json(const std::string& path, const Ceilings& ce, const std::vector<R
         << "\", \"causal\": \"" << causal_name(r.c.causal) << "\", \"best_ms\": " << r.best_ms
         << ", \"median_ms\": " << r.median_ms << ", \"gflops\": " << r.gflops
         << ", \"gbs\": " << r.gbs << ", \"bytes\": " << r.bytes
-        << ", \"percent_of_ceiling\": " << r.percent_of_ceiling << "}"
+        << ", \"percent_of_ceiling\": " << r.percent_of_ceiling
+        << ", \"read_gbs_beside\": " << r.read_gbs_beside
+        << ", \"percent_of_read_beside\": " << r.percent_of_read_beside << "}"
         << (i + 1 < results.size() ? "," : "") << "\n";
   }
   out << "  ]\n}\n";
@@ -418,13 +489,8 @@ int main(int argc, char** argv) {
   std::printf("%-24s %6s %6s %6s %5s %4s %9s %9s %9s %9s %10s\n", "case", "B", "Sq", "Sk", "Hq",
               "Hkv", "best ms", "median ms", "GFLOP/s", "GB/s", "% ceiling");
   std::vector<Result> results;
-  double bf16_decode_ms = 0, fp8_decode_ms = 0;
-  for (const Case& c : cases) {
-    if (c.name.find(only) == std::string::npos) continue;
-    const Result r = run_case(c, isa, threads, reps, ce, hot);
-    results.push_back(r);
-    if (c.kind == "decode" && c.kv_type == DType::bf16) bf16_decode_ms = r.best_ms;
-    if (c.kind == "decode" && c.kv_type == DType::e4m3) fp8_decode_ms = r.best_ms;
+  const auto print_row = [&](const Result& r) {
+    const Case& c = r.c;
     std::printf("%-24s %6lld %6lld %6lld %5lld %4lld %9.2f %9.2f %9.1f %9.2f %9.1f%% %s\n",
                 c.name.c_str(), static_cast<long long>(c.batch), static_cast<long long>(c.seq_q),
                 static_cast<long long>(c.seq_k), static_cast<long long>(c.heads_q),
@@ -433,10 +499,69 @@ int main(int argc, char** argv) {
                 c.kind == "prefill" ? "of FMA peak"
                 : hot               ? "of memory bandwidth (read from the caches)"
                                     : "of bandwidth");
+  };
+  // Prefill: each case's runs one after another, the first a warm-up.
+  std::vector<std::unique_ptr<Runner>> decode;
+  for (const Case& c : cases) {
+    if (c.name.find(only) == std::string::npos) continue;
+    if (c.kind == "decode") {
+      decode.push_back(std::make_unique<Runner>(c, isa, threads, hot));
+      continue;
+    }
+    const Runner run(c, isa, threads, hot);
+    std::vector<double> ms;
+    for (int call = 0; call <= reps; ++call) {
+      const double t = run.run_ms(call);
+      if (call > 0) ms.push_back(t);
+    }
+    results.push_back(summarize(run, ms, {}, ce));
+    print_row(results.back());
   }
-  const double fp8_speedup = fp8_decode_ms > 0 ? bf16_decode_ms / fp8_decode_ms : 0.0;
-  if (fp8_speedup > 0) {
-    std::printf("\nMXFP8 decode is %.2fx faster than bf16 decode\n", fp8_speedup);
+  // Decode: the cases' runs alternated (bf16, E4M3, bf16, ...) so that the machine's drift falls
+  // on every case alike, each run from memory followed by a streaming read.
+  std::unique_ptr<StreamRead> read;
+  if (!hot && !decode.empty()) read = std::make_unique<StreamRead>(threads);
+  std::vector<std::vector<double>> ms(decode.size()), reads(decode.size());
+  for (int call = 0; call <= reps; ++call) {
+    for (size_t i = 0; i < decode.size(); ++i) {
+      const double t = decode[i]->run_ms(call);
+      const double gbs = read ? read->gbs() : 0.0;
+      if (call == 0) continue;  // warm-up
+      ms[i].push_back(t);
+      if (read) reads[i].push_back(gbs);
+    }
+  }
+  const Result* bf16 = nullptr;
+  const Result* fp8 = nullptr;
+  for (size_t i = 0; i < decode.size(); ++i) {
+    results.push_back(summarize(*decode[i], ms[i], reads[i], ce));
+    print_row(results.back());
+  }
+  for (const Result& r : results) {
+    if (r.c.kind == "decode" && r.c.kv_type == DType::bf16) bf16 = &r;
+    if (r.c.kind == "decode" && r.c.kv_type == DType::e4m3) fp8 = &r;
+  }
+  if (read) {
+    std::printf("\nDecode beside a streaming read made right after each run (median of %d):\n",
+                reps);
+    for (const Result& r : results) {
+      if (r.c.kind != "decode") continue;
+      std::printf("%-24s %5.1f%% of the read (read %.1f GB/s)\n", r.c.name.c_str(),
+                  r.percent_of_read_beside, r.read_gbs_beside);
+    }
+  }
+  Speedup fp8_speedup;
+  if (bf16 != nullptr && fp8 != nullptr) {
+    fp8_speedup.best = bf16->best_ms / fp8->best_ms;
+    std::vector<double> ratios;
+    for (size_t i = 0; i < bf16->run_ms.size(); ++i) {
+      ratios.push_back(bf16->run_ms[i] / fp8->run_ms[i]);
+    }
+    fp8_speedup.alternated = median(ratios);
+    std::printf(
+        "\nMXFP8 decode is %.2fx faster than bf16 decode (best times; %.2fx, the median of the"
+        " ratios of runs made one after the other)\n",
+        fp8_speedup.best, fp8_speedup.alternated);
   }
   if (!json_path.empty())
     write_json(json_path, ce, results, std::string(mxattn::cpu::isa_name(isa)), fp8_speedup, hot);
