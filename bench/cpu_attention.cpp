@@ -146,7 +146,7 @@ struct Ceilings {
   int64_t stream_bytes = 0;
 };
 
-Ceilings measure_ceilings(int threads) {
+Ceilings measure_ceilings(int threads, const StreamRead& read) {
   Ceilings c;
   c.threads = threads;
 #if defined(__x86_64__)
@@ -175,8 +175,7 @@ Ceilings measure_ceilings(int threads) {
 #endif
   c.peak_gflops = threads * c.fma_units * c.lanes * 2 * c.clock_ghz;
 
-  // Streaming read of 1 GiB, larger than any cache, by every thread at once; the best of five.
-  StreamRead read(threads);
+  // The streaming read's best of five.
   c.stream_bytes = read.bytes();
   for (int rep = 0; rep < 5; ++rep) c.stream_gbs = std::max(c.stream_gbs, read.gbs());
   return c;
@@ -447,7 +446,8 @@ int main(int argc, char** argv) {
     }
   }
 
-  const Ceilings ce = measure_ceilings(threads);
+  const StreamRead read(threads);  // for the ceiling, and beside each decode run from memory
+  const Ceilings ce = measure_ceilings(threads, read);
   std::printf("mxattn cpu_fast benchmark: %d threads, kernels %s, best of %d runs\n", threads,
               std::string(mxattn::cpu::isa_name(isa)).c_str(), reps);
   std::printf(
@@ -519,29 +519,27 @@ int main(int argc, char** argv) {
   }
   // Decode: the cases' runs alternated (bf16, E4M3, bf16, ...) so that the machine's drift falls
   // on every case alike, each run from memory followed by a streaming read.
-  std::unique_ptr<StreamRead> read;
-  if (!hot && !decode.empty()) read = std::make_unique<StreamRead>(threads);
   std::vector<std::vector<double>> ms(decode.size()), reads(decode.size());
   for (int call = 0; call <= reps; ++call) {
     for (size_t i = 0; i < decode.size(); ++i) {
       const double t = decode[i]->run_ms(call);
-      const double gbs = read ? read->gbs() : 0.0;
+      const double gbs = hot ? 0.0 : read.gbs();
       if (call == 0) continue;  // warm-up
       ms[i].push_back(t);
-      if (read) reads[i].push_back(gbs);
+      if (!hot) reads[i].push_back(gbs);
     }
   }
-  const Result* bf16 = nullptr;
-  const Result* fp8 = nullptr;
   for (size_t i = 0; i < decode.size(); ++i) {
     results.push_back(summarize(*decode[i], ms[i], reads[i], ce));
     print_row(results.back());
   }
+  const Result* bf16 = nullptr;
+  const Result* fp8 = nullptr;
   for (const Result& r : results) {
     if (r.c.kind == "decode" && r.c.kv_type == DType::bf16) bf16 = &r;
     if (r.c.kind == "decode" && r.c.kv_type == DType::e4m3) fp8 = &r;
   }
-  if (read) {
+  if (!hot && !decode.empty()) {
     std::printf("\nDecode beside a streaming read made right after each run (median of %d):\n",
                 reps);
     for (const Result& r : results) {
