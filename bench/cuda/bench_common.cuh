@@ -59,6 +59,19 @@ inline std::vector<std::string> split_list(const char* text) {
   return items;
 }
 
+// False, after saying why, when --timeline gave a CSV path but this build records no timeline
+// (only a build with -DMXATTN_TIMELINE=ON does).
+inline bool timeline_available(const char* csv_path) {
+#ifndef MXATTN_TIMELINE
+  if (csv_path != nullptr) {
+    std::fprintf(stderr, "--timeline: this build records no timeline (-DMXATTN_TIMELINE=ON)\n");
+    return false;
+  }
+#endif
+  (void)csv_path;
+  return true;
+}
+
 #ifdef MXATTN_TIMELINE
 // The marks of each engine's CTAs (src/cuda/timeline.cuh), in order; the last one ends the CTA.
 inline const std::vector<std::string> kDecodeMarks = {

@@ -294,13 +294,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "--dim: 64, 128, 192 (Dqk 192, Dv 128) or 256\n");
     return 2;
   }
-#ifndef MXATTN_DECODE_TIMELINE
-  if (g_timeline_csv != nullptr) {
-    std::fprintf(stderr,
-                 "--timeline: this build records no timeline (-DMXATTN_DECODE_TIMELINE=ON)\n");
-    return 2;
-  }
-#endif
+  if (!timeline_available(g_timeline_csv)) return 2;
   if (g_timeline_csv != nullptr && only_shapes.empty() && only_kvs.empty()) {
     std::fprintf(stderr, "--timeline: only with focused rows (--shapes / --kvs)\n");
     return 2;

@@ -225,12 +225,7 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-#ifndef MXATTN_TIMELINE
-  if (g_timeline_csv != nullptr) {
-    std::fprintf(stderr, "--timeline: this build records no timeline (-DMXATTN_TIMELINE=ON)\n");
-    return 2;
-  }
-#endif
+  if (!timeline_available(g_timeline_csv)) return 2;
   using mxattn::DType;
   const int64_t batch = 4, heads = 32, seq = 4096;
   const int reps = quick ? 5 : 20;
