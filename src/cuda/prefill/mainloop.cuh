@@ -7,7 +7,8 @@
 // lets one group's softmax run while the other issues its GEMMs. The first of the two exists only
 // in the source: ptxas (nvcc 13.0) moves the wait for the P V GEMM above the softmax, so the
 // machine code runs the softmax once that GEMM has completed (docs/design.md; the CI test
-// tests/cuda/check_prefill_sass.py counts the exponentials ahead of the wait).
+// tests/cuda/check_prefill_sass.py counts the exponentials ahead of the wait). Forcing the wait
+// below the softmax measured slower (perf.md, 2026-12-05), so the hoisted wait stays.
 #pragma once
 
 #include <cutlass/arch/barrier.h>
