@@ -112,11 +112,6 @@ Spec decode_spec(uint64_t seed, DType kv, int64_t max_keys, int64_t max_work) {
   return s;
 }
 
-::testing::AssertionResult cuda_ok(cudaError_t e) {
-  if (e == cudaSuccess) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << cudaGetErrorString(e);
-}
-
 // Plans on `dev`'s arguments, poisons the outputs, runs and copies the outputs into `host`.
 Status run_cuda(TestProblem& host, DeviceProblem& dev, const cuda::DecodeOptions& options = {}) {
   cuda::DecodePlan plan;
@@ -128,14 +123,6 @@ Status run_cuda(TestProblem& host, DeviceProblem& dev, const cuda::DecodeOptions
   }
   dev.download_outputs(host);
   return Status::ok();
-}
-
-// Index of (s, b, i, h, d) in Outputs::partial_o and of (s, b, h, i) in Outputs::partial_lse.
-int64_t partial_o_index(const Spec& s, int64_t sl, int64_t b, int64_t i, int64_t h, int64_t d) {
-  return (((sl * s.batch + b) * s.seq_q + i) * s.heads_q + h) * s.dim_v + d;
-}
-int64_t partial_lse_index(const Spec& s, int64_t sl, int64_t b, int64_t h, int64_t i) {
-  return ((sl * s.batch + b) * s.heads_q + h) * s.seq_q + i;
 }
 
 // O, LSE and counts against the reference; with partials, every split the partition writes (all
@@ -152,26 +139,8 @@ void expect_matches(const TestProblem& ref, const Outputs& want, const Outputs& 
   if (!s.partials) return;
   core::Problem p;
   ASSERT_TRUE(core::validate_problem(ref.args(), &p).is_ok());
-  const core::SplitParams split = core::resolve_split(p, s.tile_m, s.tile_n);
-  std::vector<float> want_o, got_o, want_l, got_l;
-  for (int64_t b = 0; b < s.batch; ++b)
-    for (int64_t h = 0; h < s.heads_q; ++h)
-      for (int64_t i = 0; i < s.seq_q; ++i) {
-        const core::QueryTile tile = core::query_tile(p, split, b, h, i / split.tile_m);
-        const int64_t written = s.early_exit ? tile.count : tile.splits;
-        for (int64_t sl = 0; sl < written; ++sl) {
-          const int64_t l = partial_lse_index(s, sl, b, h, i);
-          want_l.push_back(want.partial_lse[size_t(l)]);
-          got_l.push_back(got.partial_lse[size_t(l)]);
-          for (int64_t d = 0; d < s.dim_v; ++d) {
-            const int64_t o = partial_o_index(s, sl, b, i, h, d);
-            want_o.push_back(want.partial_o[size_t(o)]);
-            got_o.push_back(got.partial_o[size_t(o)]);
-          }
-        }
-      }
-  EXPECT_TRUE(values_close(want_o, got_o, decode_output_tolerance(DType::f32), "partial O"));
-  EXPECT_TRUE(values_close(want_l, got_l, decode_lse_tolerance(), "partial LSE"));
+  expect_partials_match(ref, core::resolve_split(p, s.tile_m, s.tile_n), want, got,
+                        decode_output_tolerance(DType::f32), decode_lse_tolerance());
 }
 
 // One random problem: the reference on one copy, the CUDA engine on another.
@@ -304,29 +273,10 @@ TEST(CudaDecode, GraphReplayComputesNewInputs) {
     const Status planned = cuda::plan_decode(dev.args(), &plan);
     ASSERT_TRUE(planned.is_ok()) << planned.message();
     ASSERT_TRUE(plan.combines());
-
-    cudaStream_t stream;
-    ASSERT_TRUE(cuda_ok(cudaStreamCreate(&stream)));
-    cudaGraph_t graph;
-    ASSERT_TRUE(cuda_ok(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal)));
-    const Status captured = cuda::run_decode(plan, dev.args(), stream);
-    ASSERT_TRUE(cuda_ok(cudaStreamEndCapture(stream, &graph)));
-    ASSERT_TRUE(captured.is_ok()) << captured.message();
-    cudaGraphExec_t exec;
-    ASSERT_TRUE(cuda_ok(cudaGraphInstantiate(&exec, graph, 0)));
-
-    for (TestProblem* problem : {&first, &second}) {
-      ASSERT_TRUE(problem->run(Engine::cpu_reference).is_ok());
-      dev.upload_inputs(*problem);
-      dev.poison_outputs();
-      ASSERT_TRUE(cuda_ok(cudaGraphLaunch(exec, stream)));
-      ASSERT_TRUE(cuda_ok(cudaStreamSynchronize(stream)));
-      dev.download_outputs(got);
-      expect_matches(*problem, problem->outputs(), got.outputs());
-    }
-    cudaGraphExecDestroy(exec);
-    cudaGraphDestroy(graph);
-    cudaStreamDestroy(stream);
+    expect_graph_replays(
+        dev, [&](cudaStream_t stream) { return cuda::run_decode(plan, dev.args(), stream); },
+        {&first, &second}, got,
+        [&](TestProblem& problem) { expect_matches(problem, problem.outputs(), got.outputs()); });
   }
 }
 

@@ -1,8 +1,18 @@
 // A TestProblem's tensors on the GPU (cuda::DeviceArgs: each view in its own cudaMalloc allocation
 // of exactly the view's logical size, so that compute-sanitizer's memcheck flags any read past a
-// view's end), throwing on a CUDA error so a test fails loudly.
+// view's end), throwing on a CUDA error so a test fails loudly; and the checks that the decode and
+// prefill suites share: split-by-split partials and a captured run replayed on new inputs.
 #pragma once
 
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "core/split_plan.h"
+#include "cpu/compare.h"
 #include "cpu/problem_gen.h"
 #include "cuda/device_args.h"
 
@@ -25,5 +35,28 @@ class DeviceProblem {
  private:
   cuda::DeviceArgs device_;
 };
+
+// A CUDA runtime call's result as a GoogleTest assertion (the error's text on failure).
+::testing::AssertionResult cuda_ok(cudaError_t e);
+
+// Index of (split, b, i, h, d) in Outputs::partial_o and of (split, b, h, i) in
+// Outputs::partial_lse.
+int64_t partial_o_index(const Spec& s, int64_t split, int64_t b, int64_t i, int64_t h, int64_t d);
+int64_t partial_lse_index(const Spec& s, int64_t split, int64_t b, int64_t h, int64_t i);
+
+// The partials of every split that the partition `split` writes (all of a query tile's splits, or
+// in early-exit mode those below its exact count), split by split: O_s within `o_tol`, L_s within
+// `lse_tol`.
+void expect_partials_match(const TestProblem& ref, const core::SplitParams& split,
+                           const Outputs& want, const Outputs& got, Tolerance o_tol,
+                           Tolerance lse_tol);
+
+// Captures `run` (one engine run on `dev`'s buffers, on the given stream) in a CUDA graph, then
+// for each of `problems` (same layout as `dev`'s problem) uploads its inputs into those buffers,
+// poisons the outputs, replays the graph, downloads the outputs into `got` and calls
+// `check(problem)`, which compares the problem's reference outputs with got's.
+void expect_graph_replays(DeviceProblem& dev, const std::function<Status(cudaStream_t)>& run,
+                          const std::vector<TestProblem*>& problems, const TestProblem& got,
+                          const std::function<void(TestProblem&)>& check);
 
 }  // namespace mxattn::test
