@@ -1,0 +1,187 @@
+// Google Benchmark micro-benchmarks of the fast CPU engine's few-row decode kernels (the ones that
+// read K and V rows where they lie, src/cpu/simd/rows_avx512_*.h), each on its own and as one
+// decode step, with every row in the L1/L2 caches: what a key costs in arithmetic alone, apart
+// from memory. One GQA group of 4 query rows against kKeys keys of one head, D = 128, for bf16 and
+// E4M3 rows, in every kernel set this CPU runs that has them. Counters: ns per key (per key and
+// head: one call covers the group's 4 rows). A table on stdout; JSON with
+//   mxattn_bench_cpu_kernels --benchmark_out=kernels.json --benchmark_out_format=json
+#include <benchmark/benchmark.h>
+
+#include <cstdint>
+#include <new>
+#include <string>
+#include <vector>
+
+#include "cpu/fast.h"
+#include "cpu/fast_rows.h"
+#include "mxattn/dtype.h"
+
+namespace {
+
+using mxattn::DType;
+namespace cpu = mxattn::cpu;
+
+constexpr int64_t kRows = 4, kDim = 128, kKeys = 64;
+// Rows of the score and weight tile, and the bf16 query rows' stride (a multiple of 128).
+constexpr int64_t kLd = kKeys, kQStride = kDim;
+
+// 64-byte aligned scratch, as the kernels require of the query rows.
+template <class T>
+struct Aligned {
+  explicit Aligned(int64_t n)
+      : data(static_cast<T*>(::operator new[](size_t(n) * sizeof(T), std::align_val_t(64)))) {}
+  ~Aligned() { ::operator delete[](data, std::align_val_t(64)); }
+  Aligned(const Aligned&) = delete;
+  Aligned& operator=(const Aligned&) = delete;
+  T* data;
+};
+
+uint32_t next_random(uint64_t& s) {
+  s = s * 6364136223846793005ull + 1442695040888963407ull;
+  return uint32_t(s >> 33);
+}
+
+// bf16 of a value in about [-1, 1): sign, exponent 126 or below, random mantissa.
+uint16_t random_bf16(uint64_t& s) {
+  const uint32_t r = next_random(s);
+  return uint16_t(((r & 1u) << 15) | ((120u + (r >> 1) % 7u) << 7) | ((r >> 4) & 0x7fu));
+}
+
+// One head's K and V rows (keys kDim apart, scales beside them), the group's query rows and the
+// kernels' state: what direct_step in fast.cpp hands the kernels for one head and one key tile.
+class DecodeTile {
+ public:
+  DecodeTile(DType kv, cpu::SimdIsa isa)
+      : kernels_(cpu::fast_kernels(isa)),
+        tables_(kv),
+        format_(tables_.format(kDim, 1, 32, 1)),
+        bytes_(kKeys * kDim * (kv == DType::bf16 ? 2 : 1)),
+        keys_(bytes_),
+        values_(bytes_),
+        scales_(2 * kKeys * kDim / 32),
+        q_(kRows * kQStride),
+        scores_(kRows * kLd),
+        out_(kRows * kDim) {
+    uint64_t s = 0x9e3779b97f4a7c15ull;
+    for (uint8_t* rows : {keys_.data, values_.data}) {
+      if (kv == DType::bf16) {
+        auto* words = reinterpret_cast<uint16_t*>(rows);
+        for (int64_t i = 0; i < kKeys * kDim; ++i) words[i] = random_bf16(s);
+      } else {
+        // E4M3 codes with magnitudes below 0x7f (0x7f and 0xff are NaN).
+        for (int64_t i = 0; i < bytes_; ++i) rows[i] = uint8_t(next_random(s) % 0xffu) & 0xfeu;
+      }
+    }
+    for (int64_t i = 0; i < 2 * kKeys * kDim / 32; ++i) scales_.data[i] = uint8_t(120 + i % 8);
+    for (int64_t i = 0; i < kRows * kQStride; ++i) q_.data[i] = random_bf16(s);
+    const int64_t row_bytes = bytes_ / kKeys;
+    for (int64_t k = 0; k < kKeys; ++k) {
+      key_rows_.push_back({keys_.data + k * row_bytes, scales_.data + k * kDim / 32});
+      value_rows_.push_back({values_.data + k * row_bytes, scales_.data + (kKeys + k) * kDim / 32});
+    }
+    reset();
+  }
+
+  bool supported() const {
+    return kernels_.scores_bf16_from_rows != nullptr && kernels_.accumulate_from_rows != nullptr;
+  }
+
+  void reset() {
+    for (int64_t r = 0; r < kRows; ++r) {
+      row_max_[r] = -1e30f;
+      row_sum_[r] = 0.0f;
+      rescale_[r] = 1.0f;
+    }
+    for (int64_t i = 0; i < kRows * kDim; ++i) out_.data[i] = 0.0f;
+    for (int64_t i = 0; i < kRows * kLd; ++i) scores_.data[i] = -float(i % kKeys) / 8.0f;
+  }
+
+  void scores() {
+    const cpu::RowStream keys{key_rows_.data(), kKeys, 1, nullptr, 0};
+    kernels_.scores_bf16_from_rows(format_, keys, q_.data, kQStride, kRows, 0.125f, scores_.data,
+                                   kLd);
+  }
+  void softmax() {
+    kernels_.softmax_by_rows(scores_.data, kLd, kRows, kKeys, nullptr, nullptr, row_max_, row_sum_,
+                             rescale_);
+  }
+  void values() {
+    const cpu::RowStream values{value_rows_.data(), kKeys, 1, nullptr, 0};
+    kernels_.accumulate_from_rows(format_, values, scores_.data, kLd, rescale_, kRows, out_.data,
+                                  kDim);
+  }
+  const float* out() const { return out_.data; }
+
+ private:
+  const cpu::FastKernels& kernels_;
+  cpu::RowTables tables_;
+  cpu::RowFormat format_;
+  int64_t bytes_;
+  Aligned<uint8_t> keys_, values_, scales_;
+  Aligned<uint16_t> q_;
+  Aligned<float> scores_, out_;
+  std::vector<cpu::RowSource> key_rows_, value_rows_;
+  float row_max_[kRows], row_sum_[kRows], rescale_[kRows];
+};
+
+enum class Part { scores, softmax, values, step };
+
+void BM_DecodeKernel(benchmark::State& state, cpu::SimdIsa isa, DType kv, Part part) {
+  DecodeTile tile(kv, isa);
+  if (!tile.supported()) {
+    state.SkipWithError("this kernel set has no few-row bf16 kernels");
+    return;
+  }
+  tile.scores();
+  tile.softmax();
+  for (auto _ : state) {
+    switch (part) {
+      case Part::scores:
+        tile.scores();
+        break;
+      case Part::softmax:
+        tile.softmax();
+        break;
+      case Part::values:
+        tile.values();
+        break;
+      case Part::step:
+        tile.scores();
+        tile.softmax();
+        tile.values();
+        break;
+    }
+    benchmark::DoNotOptimize(tile.out());
+    benchmark::ClobberMemory();
+  }
+  state.SetItemsProcessed(int64_t(state.iterations()) * kKeys);
+  state.counters["ns_per_key"] =
+      benchmark::Counter(double(state.iterations()) * kKeys,
+                         benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+}
+
+void register_all() {
+  const char* part_names[] = {"scores", "softmax", "values", "step"};
+  for (const cpu::SimdIsa isa : cpu::supported_isas()) {
+    if (isa != cpu::SimdIsa::avx512_bf16 && isa != cpu::SimdIsa::avx512_amx) continue;
+    for (const DType kv : {DType::bf16, DType::e4m3}) {
+      for (int part = 0; part < 4; ++part) {
+        const std::string name = "decode_" + std::string(part_names[part]) + "/" +
+                                 std::string(cpu::isa_name(isa)) + "/" +
+                                 std::string(mxattn::name_of(kv));
+        benchmark::RegisterBenchmark(name.c_str(), BM_DecodeKernel, isa, kv, Part(part));
+      }
+    }
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  register_all();
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
