@@ -139,7 +139,7 @@ void expect_matches(const TestProblem& ref, const Outputs& want, const Outputs& 
   if (!s.partials) return;
   core::Problem p;
   ASSERT_TRUE(core::validate_problem(ref.args(), &p).is_ok());
-  expect_partials_match(ref, core::resolve_split(p, s.tile_m, s.tile_n), want, got,
+  expect_partials_match(ref, p, core::resolve_split(p, s.tile_m, s.tile_n), want, got,
                         decode_output_tolerance(DType::f32), decode_lse_tolerance());
 }
 

@@ -11,6 +11,7 @@
 #include <functional>
 #include <vector>
 
+#include "core/problem.h"
 #include "core/split_plan.h"
 #include "cpu/compare.h"
 #include "cpu/problem_gen.h"
@@ -44,12 +45,12 @@ class DeviceProblem {
 int64_t partial_o_index(const Spec& s, int64_t split, int64_t b, int64_t i, int64_t h, int64_t d);
 int64_t partial_lse_index(const Spec& s, int64_t split, int64_t b, int64_t h, int64_t i);
 
-// The partials of every split that the partition `split` writes (all of a query tile's splits, or
-// in early-exit mode those below its exact count), split by split: O_s within `o_tol`, L_s within
-// `lse_tol`.
-void expect_partials_match(const TestProblem& ref, const core::SplitParams& split,
-                           const Outputs& want, const Outputs& got, Tolerance o_tol,
-                           Tolerance lse_tol);
+// The partials of every split that the partition `split` of `p` (the validated problem of `ref`)
+// writes (all of a query tile's splits, or in early-exit mode those below its exact count), split
+// by split: O_s within `o_tol`, L_s within `lse_tol`.
+void expect_partials_match(const TestProblem& ref, const core::Problem& p,
+                           const core::SplitParams& split, const Outputs& want, const Outputs& got,
+                           Tolerance o_tol, Tolerance lse_tol);
 
 // Captures `run` (one engine run on `dev`'s buffers, on the given stream) in a CUDA graph, then
 // for each of `problems` (same layout as `dev`'s problem) uploads its inputs into those buffers,

@@ -217,7 +217,7 @@ void expect_matches(const TestProblem& ref, const Outputs& want, const Outputs& 
   if (!s.partials) return;
   core::Problem p;
   ASSERT_TRUE(core::validate_problem(ref.args(), &p).is_ok());
-  expect_partials_match(ref, cuda::prefill::prefill_split(p, s.tile_m, s.tile_n), want, got,
+  expect_partials_match(ref, p, cuda::prefill::prefill_split(p, s.tile_m, s.tile_n), want, got,
                         prefill_output_tolerance(kernel_input_type(s), DType::f32),
                         prefill_lse_tolerance());
 }
