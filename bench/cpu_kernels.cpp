@@ -47,6 +47,11 @@ uint16_t random_bf16(uint64_t& s) {
   return uint16_t(((r & 1u) << 15) | ((120u + (r >> 1) % 7u) << 7) | ((r >> 4) & 0x7fu));
 }
 
+// Bytes of one head's kKeys rows of `kv` elements.
+int64_t rows_bytes(DType kv) {
+  return kKeys * kDim * (kv == DType::bf16 ? 2 : 1);
+}
+
 // One head's K and V rows (keys kDim apart, scales beside them), the group's query rows and the
 // kernels' state: what direct_step in fast.cpp hands the kernels for one head and one key tile.
 class DecodeTile {
@@ -55,9 +60,8 @@ class DecodeTile {
       : kernels_(cpu::fast_kernels(isa)),
         tables_(kv),
         format_(tables_.format(kDim, 1, 32, 1)),
-        bytes_(kKeys * kDim * (kv == DType::bf16 ? 2 : 1)),
-        keys_(bytes_),
-        values_(bytes_),
+        keys_(rows_bytes(kv)),
+        values_(rows_bytes(kv)),
         scales_(2 * kKeys * kDim / 32),
         q_(kRows * kQStride),
         scores_(kRows * kLd),
@@ -69,31 +73,27 @@ class DecodeTile {
         for (int64_t i = 0; i < kKeys * kDim; ++i) words[i] = random_bf16(s);
       } else {
         // E4M3 codes with magnitudes below 0x7f (0x7f and 0xff are NaN).
-        for (int64_t i = 0; i < bytes_; ++i) rows[i] = uint8_t(next_random(s) % 0xffu) & 0xfeu;
+        for (int64_t i = 0; i < rows_bytes(kv); ++i)
+          rows[i] = uint8_t(next_random(s) % 0xffu) & 0xfeu;
       }
     }
     for (int64_t i = 0; i < 2 * kKeys * kDim / 32; ++i) scales_.data[i] = uint8_t(120 + i % 8);
     for (int64_t i = 0; i < kRows * kQStride; ++i) q_.data[i] = random_bf16(s);
-    const int64_t row_bytes = bytes_ / kKeys;
+    const int64_t row_bytes = rows_bytes(kv) / kKeys;
     for (int64_t k = 0; k < kKeys; ++k) {
       key_rows_.push_back({keys_.data + k * row_bytes, scales_.data + k * kDim / 32});
       value_rows_.push_back({values_.data + k * row_bytes, scales_.data + (kKeys + k) * kDim / 32});
     }
-    reset();
-  }
-
-  bool supported() const {
-    return kernels_.scores_bf16_from_rows != nullptr && kernels_.accumulate_from_rows != nullptr;
-  }
-
-  void reset() {
     for (int64_t r = 0; r < kRows; ++r) {
       row_max_[r] = -1e30f;
       row_sum_[r] = 0.0f;
       rescale_[r] = 1.0f;
     }
     for (int64_t i = 0; i < kRows * kDim; ++i) out_.data[i] = 0.0f;
-    for (int64_t i = 0; i < kRows * kLd; ++i) scores_.data[i] = -float(i % kKeys) / 8.0f;
+  }
+
+  bool supported() const {
+    return kernels_.scores_bf16_from_rows != nullptr && kernels_.accumulate_from_rows != nullptr;
   }
 
   void scores() {
@@ -116,7 +116,6 @@ class DecodeTile {
   const cpu::FastKernels& kernels_;
   cpu::RowTables tables_;
   cpu::RowFormat format_;
-  int64_t bytes_;
   Aligned<uint8_t> keys_, values_, scales_;
   Aligned<uint16_t> q_;
   Aligned<float> scores_, out_;
