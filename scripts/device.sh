@@ -7,7 +7,8 @@
 #   prefill_bench  the prefill benchmark beside PyTorch SDPA (cuDNN, flash) and torch.matmul, plot
 #   python         pip install . (CUDA build) and the pytest suite with PyTorch CUDA tensors
 #   dist           the NCCL backend with one rank end to end, and its all-to-all beside attention
-#   cpu_bench      the fast CPU engine beside PyTorch's CPU SDPA, 2 threads, same CPU
+#   cpu_bench      the fast CPU engine beside PyTorch's CPU SDPA, 2 threads, same CPU: prefill
+#                  in alternating rounds (bench/cpu_vs_torch.py; CPU_ROUNDS, default 5)
 #   ncu            Nsight Compute on one prefill launch per head dim (not run by default;
 #                  NCU_DIMS: the head dims, NCU_CLOCKS: base or none, NCU_CAUSAL=1: causal,
 #                  NCU_SPLIT: split_kv, default 1 as in the benchmark)
@@ -141,8 +142,13 @@ section_cpu_bench() {
   # Decode from the caches (512 keys read again and again): the kernels' own speed, no memory.
   timeout 60 taskset -c 0,1 "$BUILD/bench/mxattn_bench_cpu" --threads 2 --case decode --hot \
     --decode-keys 512 --reps 50 --json "$WORK/cpu_decode_hot.json" || return 1
-  PYTHONUNBUFFERED=1 timeout 200 taskset -c 0,1 python3 bench/torch_sdpa_cpu.py --threads 2 \
-    --json "$WORK/torch_sdpa_cpu.json"
+  # Prefill beside PyTorch in alternating rounds (this host's speed moves within a minute), then
+  # PyTorch's bf16 decode, the decode anchor.
+  PYTHONUNBUFFERED=1 timeout 300 taskset -c 0,1 python3 bench/cpu_vs_torch.py \
+    --bench "$BUILD/bench/mxattn_bench_cpu" --threads 2 --rounds "${CPU_ROUNDS:-5}" \
+    --json "$WORK/cpu_vs_torch.json" || return 1
+  PYTHONUNBUFFERED=1 timeout 100 taskset -c 0,1 python3 bench/torch_sdpa_cpu.py --threads 2 \
+    --case decode --json "$WORK/torch_sdpa_cpu.json"
 }
 
 # Nsight Compute on one launch of the prefill kernel per head dim (B1 H32 S4096 bf16, non-causal):
@@ -281,6 +287,12 @@ if cpu:
         a = t.get(r["name"])
         print(f"  {r['name']:24} {r['median_ms']:9.2f} ms {r['percent_of_ceiling']:5.1f}% of ceiling"
               + (f"  torch {a['median_ms']:9.2f} ms  x{a['median_ms'] / r['median_ms']:.2f}" if a else ""))
+alt = load("cpu_vs_torch.json")
+if alt:
+    print(f"cpu prefill beside torch, {alt['rounds']} alternating rounds (medians; torch/ours):")
+    for c in alt["cases"]:
+        print(f"  {c['name']:24} {c['ours_median_ms']:9.2f} ms  torch {c['torch_median_ms']:9.2f} ms"
+              f"  x{c['torch_over_ours_median']:.2f} ({c['torch_over_ours_min']:.2f}-{c['torch_over_ours_max']:.2f})")
 EOF
 }
 

@@ -1,0 +1,107 @@
+"""The fast CPU engine's prefill beside PyTorch's CPU SDPA, in alternating rounds on one machine.
+
+    python bench/cpu_vs_torch.py --bench BUILD/bench/mxattn_bench_cpu [--threads N] [--rounds N]
+                                 [--reps N] [--case TEXT] [--json FILE]
+
+A shared host's speed moves by up to 2x within a minute (docs/perf.md, 2026-12-05 session 20), so
+a ratio of two programs run minutes apart says little. Each round runs mxattn_bench_cpu on the
+prefill cases (--reps runs each, after a warm-up), then PyTorch's SDPA on the same cases in this
+process (bench/torch_sdpa_cpu.py's run_case), both with the same thread count. The ratio of a
+round is PyTorch's median time over ours (above 1: we are faster); the table gives, per case,
+both programs' medians over the rounds and the median and range of the rounds' ratios. Pin the
+process (taskset) to as many cores as threads.
+"""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import torch_sdpa_cpu  # noqa: E402
+
+
+def ours(bench, threads, reps, case):
+    """One run of mxattn_bench_cpu on the prefill cases whose name contains `case`: name -> case."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "ours.json")
+        subprocess.run([bench, "--threads", str(threads), "--reps", str(reps), "--case", case,
+                        "--json", path], check=True, stdout=subprocess.DEVNULL)
+        with open(path) as f:
+            data = json.load(f)
+    return {c["name"]: c for c in data["cases"] if c["kind"] == "prefill"}, data
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--bench", required=True, help="the mxattn_bench_cpu program")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--reps", type=int, default=5)
+    parser.add_argument("--case", default="prefill",
+                        help="the prefill cases whose name contains this")
+    parser.add_argument("--json", help="also write the results here")
+    args = parser.parse_args()
+
+    torch.set_num_threads(args.threads)
+    wanted = [c for c in torch_sdpa_cpu.cases()
+              if c["kind"] == "prefill" and args.case in c["name"]]
+    if not wanted:
+        sys.exit(f"no prefill case matches '{args.case}'")
+    rounds = []
+    header = None
+    for r in range(args.rounds):
+        mine, header = ours(args.bench, args.threads, args.reps, args.case)
+        theirs = {c["name"]: torch_sdpa_cpu.run_case(c, args.reps) for c in wanted}
+        rounds.append({"ours": mine, "torch": theirs})
+        line = "  ".join(f"{n}: {mine[n]['median_ms']:.2f} / {theirs[n]['median_ms']:.2f} ms"
+                         for n in theirs if n in mine)
+        print(f"round {r + 1}/{args.rounds}  (ours / torch)  {line}", flush=True)
+
+    print(f"\nmxattn ({header['isa']}) beside torch {torch.__version__} CPU SDPA: "
+          f"{args.threads} threads, {args.rounds} alternating rounds of {args.reps} runs each")
+    print(f"{'case':<22} {'ours ms':>9} {'torch ms':>9} {'GFLOP/s':>9} {'% FMA peak':>10} "
+          f"{'torch/ours':>11} {'range':>13}")
+    summary = []
+    peak = header["ceilings"]["peak_gflops"]
+    for c in wanted:
+        name = c["name"]
+        if any(name not in rd["ours"] for rd in rounds):
+            continue
+        ours_ms = [rd["ours"][name]["median_ms"] for rd in rounds]
+        torch_ms = [rd["torch"][name]["median_ms"] for rd in rounds]
+        ratios = [t / o for t, o in zip(torch_ms, ours_ms)]
+        mine = statistics.median(ours_ms)
+        flops = rounds[0]["ours"][name]["gflops"] * rounds[0]["ours"][name]["best_ms"]
+        row = {
+            "name": name,
+            "ours_median_ms": mine,
+            "torch_median_ms": statistics.median(torch_ms),
+            "ours_gflops_at_median": flops / mine,
+            "percent_of_fma_peak": 100.0 * flops / mine / peak,
+            "torch_over_ours_median": statistics.median(ratios),
+            "torch_over_ours_min": min(ratios),
+            "torch_over_ours_max": max(ratios),
+            "ours_ms_by_round": ours_ms,
+            "torch_ms_by_round": torch_ms,
+        }
+        summary.append(row)
+        print(f"{name:<22} {row['ours_median_ms']:>9.2f} {row['torch_median_ms']:>9.2f} "
+              f"{row['ours_gflops_at_median']:>9.1f} {row['percent_of_fma_peak']:>9.1f}% "
+              f"{row['torch_over_ours_median']:>10.2f}x {min(ratios):>6.2f}-{max(ratios):.2f}x")
+    print(f"(FMA peak {peak:.1f} GFLOP/s from mxattn_bench_cpu's own measurement; "
+          "torch/ours above 1: mxattn faster)")
+    if args.json:
+        with open(args.json, "w") as out:
+            json.dump({"threads": args.threads, "rounds": args.rounds, "reps": args.reps,
+                       "torch": torch.__version__, "isa": header["isa"],
+                       "ceilings": header["ceilings"], "cases": summary}, out, indent=2)
+
+
+if __name__ == "__main__":
+    main()
