@@ -116,13 +116,7 @@ Spec decode_spec(uint64_t seed, DType kv, int64_t max_keys, int64_t max_work) {
 Status run_cuda(TestProblem& host, DeviceProblem& dev, const cuda::DecodeOptions& options = {}) {
   cuda::DecodePlan plan;
   if (Status st = cuda::plan_decode(dev.args(), &plan, options); !st) return st;
-  dev.poison_outputs();
-  if (Status st = cuda::run_decode(plan, dev.args(), nullptr); !st) return st;
-  if (cudaError_t e = cudaDeviceSynchronize(); e != cudaSuccess) {
-    return Status::runtime(cudaGetErrorString(e));
-  }
-  dev.download_outputs(host);
-  return Status::ok();
+  return run_and_download(host, dev, [&] { return cuda::run_decode(plan, dev.args(), nullptr); });
 }
 
 // O, LSE and counts against the reference; with partials, every split the partition writes (all

@@ -44,6 +44,17 @@ int64_t partial_lse_index(const Spec& s, int64_t split, int64_t b, int64_t h, in
   return ((split * s.batch + b) * s.heads_q + h) * s.seq_q + i;
 }
 
+Status run_and_download(const TestProblem& host, DeviceProblem& dev,
+                        const std::function<Status()>& run) {
+  dev.poison_outputs();
+  if (Status st = run(); !st) return st;
+  if (cudaError_t e = cudaDeviceSynchronize(); e != cudaSuccess) {
+    return Status::runtime(cudaGetErrorString(e));
+  }
+  dev.download_outputs(host);
+  return Status::ok();
+}
+
 void expect_partials_match(const TestProblem& ref, const core::Problem& p,
                            const core::SplitParams& split, const Outputs& want, const Outputs& got,
                            Tolerance o_tol, Tolerance lse_tol) {

@@ -37,6 +37,11 @@ class DeviceProblem {
   cuda::DeviceArgs device_;
 };
 
+// Poisons `dev`'s outputs, calls `run` (one engine run on dev's buffers, default stream), waits
+// for the device and copies the outputs into `host`: the CUDA suites' run of one problem.
+Status run_and_download(const TestProblem& host, DeviceProblem& dev,
+                        const std::function<Status()>& run);
+
 // A CUDA runtime call's result as a GoogleTest assertion (the error's text on failure).
 ::testing::AssertionResult cuda_ok(cudaError_t e);
 

@@ -192,13 +192,7 @@ bool copy_engine_can_read(const TensorView& v, bool copied) {
 Status run_cuda(TestProblem& host, DeviceProblem& dev) {
   cuda::PrefillPlan plan;
   if (Status st = cuda::plan_prefill(dev.args(), &plan); !st) return st;
-  dev.poison_outputs();
-  if (Status st = cuda::run_prefill(plan, dev.args(), nullptr); !st) return st;
-  if (cudaError_t e = cudaDeviceSynchronize(); e != cudaSuccess) {
-    return Status::runtime(cudaGetErrorString(e));
-  }
-  dev.download_outputs(host);
-  return Status::ok();
+  return run_and_download(host, dev, [&] { return cuda::run_prefill(plan, dev.args(), nullptr); });
 }
 
 // O, LSE and counts against the reference; with partials, every split the partition writes,
