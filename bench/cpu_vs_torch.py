@@ -1,7 +1,8 @@
 """The fast CPU engine's prefill beside PyTorch's CPU SDPA, in alternating rounds on one machine.
 
     python bench/cpu_vs_torch.py --bench BUILD/bench/mxattn_bench_cpu [--threads N] [--rounds N]
-                                 [--reps N] [--case TEXT] [--json FILE]
+                                 [--reps N] [--case TEXT] [--json FILE] [--plot FILE.png]
+    python bench/cpu_vs_torch.py --from-json FILE --plot FILE.png    (redraws a run's plot)
 
 A shared host's speed moves by up to 2x within a minute (docs/perf.md, 2026-12-05 session 20), so
 a ratio of two programs run minutes apart says little. Each round runs mxattn_bench_cpu on the
@@ -9,7 +10,8 @@ prefill cases (--reps runs each, after a warm-up), then PyTorch's SDPA on the sa
 process (bench/torch_sdpa_cpu.py's run_case), both with the same thread count. The ratio of a
 round is PyTorch's median time over ours (above 1: we are faster); the table gives, per case,
 both programs' medians over the rounds and the median and range of the rounds' ratios. Pin the
-process (taskset) to as many cores as threads.
+process (taskset) to as many cores as threads. The plot (matplotlib) draws each case's time by
+round for both programs, which shows how far the host's speed moves.
 """
 
 import argparse
@@ -20,10 +22,6 @@ import subprocess
 import sys
 import tempfile
 
-import torch
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import torch_sdpa_cpu  # noqa: E402
 
 
 def ours(bench, threads, reps, case):
@@ -37,16 +35,58 @@ def ours(bench, threads, reps, case):
     return {c["name"]: c for c in data["cases"] if c["kind"] == "prefill"}, data
 
 
+def plot(result, path):
+    """Each case's median time by round, ours beside PyTorch's, one panel a case."""
+    try:
+        import matplotlib
+    except ImportError:
+        print(f"plot: matplotlib is not installed, {path} not drawn")
+        return
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    cases = result["cases"]
+    fig, axes = plt.subplots(1, len(cases), figsize=(3.2 * len(cases), 3.4), squeeze=False)
+    for ax, c in zip(axes[0], cases):
+        rounds = range(1, len(c["ours_ms_by_round"]) + 1)
+        ax.plot(rounds, c["ours_ms_by_round"], "o-", label="mxattn")
+        ax.plot(rounds, c["torch_ms_by_round"], "s--", label="PyTorch SDPA")
+        ax.set_title(f"{c['name']}\ntorch/ours {c['torch_over_ours_median']:.2f}x (median)",
+                     fontsize=9)
+        ax.set_xlabel("round")
+        ax.set_ylim(bottom=0)
+        ax.set_xticks(list(rounds))
+    axes[0][0].set_ylabel("median ms of the round")
+    axes[0][0].legend(fontsize=8, loc="lower left")
+    fig.suptitle(f"CPU prefill B1 H8 S2048 D128, {result['threads']} threads, mxattn "
+                 f"({result['isa']}) and torch {result['torch']}, alternating rounds", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    print(f"plot: {path}")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--bench", required=True, help="the mxattn_bench_cpu program")
+    parser.add_argument("--bench", help="the mxattn_bench_cpu program")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--case", default="prefill",
                         help="the prefill cases whose name contains this")
     parser.add_argument("--json", help="also write the results here")
+    parser.add_argument("--plot", help="also draw the rounds into this PNG (needs matplotlib)")
+    parser.add_argument("--from-json", help="draw --plot from this earlier run's JSON, run nothing")
     args = parser.parse_args()
+    if args.from_json:
+        if not args.plot:
+            sys.exit("--from-json needs --plot")
+        with open(args.from_json) as f:
+            plot(json.load(f), args.plot)
+        return
+    if not args.bench:
+        sys.exit("--bench is required (the mxattn_bench_cpu program)")
+    import torch
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import torch_sdpa_cpu
 
     torch.set_num_threads(args.threads)
     wanted = [c for c in torch_sdpa_cpu.cases()
@@ -96,11 +136,14 @@ def main():
               f"{row['torch_over_ours_median']:>10.2f}x {min(ratios):>6.2f}-{max(ratios):.2f}x")
     print(f"(FMA peak {peak:.1f} GFLOP/s from mxattn_bench_cpu's own measurement; "
           "torch/ours above 1: mxattn faster)")
+    result = {"threads": args.threads, "rounds": args.rounds, "reps": args.reps,
+              "torch": torch.__version__, "isa": header["isa"], "ceilings": header["ceilings"],
+              "cases": summary}
     if args.json:
         with open(args.json, "w") as out:
-            json.dump({"threads": args.threads, "rounds": args.rounds, "reps": args.reps,
-                       "torch": torch.__version__, "isa": header["isa"],
-                       "ceilings": header["ceilings"], "cases": summary}, out, indent=2)
+            json.dump(result, out, indent=2)
+    if args.plot:
+        plot(result, args.plot)
 
 
 if __name__ == "__main__":

@@ -146,7 +146,7 @@ section_cpu_bench() {
   # PyTorch's bf16 decode, the decode anchor.
   PYTHONUNBUFFERED=1 timeout 300 taskset -c 0,1 python3 bench/cpu_vs_torch.py \
     --bench "$BUILD/bench/mxattn_bench_cpu" --threads 2 --rounds "${CPU_ROUNDS:-5}" \
-    --json "$WORK/cpu_vs_torch.json" || return 1
+    --json "$WORK/cpu_vs_torch.json" --plot "$WORK/cpu_vs_torch.png" || return 1
   PYTHONUNBUFFERED=1 timeout 100 taskset -c 0,1 python3 bench/torch_sdpa_cpu.py --threads 2 \
     --case decode --json "$WORK/torch_sdpa_cpu.json"
 }
