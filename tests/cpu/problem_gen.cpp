@@ -49,25 +49,6 @@ class GuardedBuffer {
 
 namespace {
 
-class Rng {
- public:
-  explicit Rng(uint64_t seed) : gen_(seed) {}
-  int64_t uniform(int64_t lo, int64_t hi) {  // inclusive
-    return std::uniform_int_distribution<int64_t>(lo, hi)(gen_);
-  }
-  double real(double lo, double hi) { return std::uniform_real_distribution<double>(lo, hi)(gen_); }
-  bool chance(double p) { return real(0.0, 1.0) < p; }
-  float normal() { return std::normal_distribution<float>(0.0f, 1.0f)(gen_); }
-  template <class T>
-  T pick(const std::vector<T>& options) {
-    return options[size_t(uniform(0, int64_t(options.size()) - 1))];
-  }
-  std::mt19937_64& engine() { return gen_; }
-
- private:
-  std::mt19937_64 gen_;
-};
-
 // Streams of one seed kept apart, so that editing how a spec is drawn leaves the data alone.
 constexpr uint64_t kDataStream = 0x9e3779b97f4a7c15ull;
 constexpr uint64_t kLayoutStream = 0xc2b2ae3d27d4eb4full;

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,27 @@
 #include "mxattn/mx.h"
 
 namespace mxattn::test {
+
+// The seeded draws the problem generators make: integers in [lo, hi], reals in [lo, hi), yes with
+// probability p, a standard normal, an element of a list.
+class Rng {
+ public:
+  explicit Rng(uint64_t seed) : gen_(seed) {}
+  int64_t uniform(int64_t lo, int64_t hi) {  // inclusive
+    return std::uniform_int_distribution<int64_t>(lo, hi)(gen_);
+  }
+  double real(double lo, double hi) { return std::uniform_real_distribution<double>(lo, hi)(gen_); }
+  bool chance(double p) { return real(0.0, 1.0) < p; }
+  float normal() { return std::normal_distribution<float>(0.0f, 1.0f)(gen_); }
+  template <class T>
+  T pick(const std::vector<T>& options) {
+    return options[size_t(uniform(0, int64_t(options.size()) - 1))];
+  }
+  std::mt19937_64& engine() { return gen_; }
+
+ private:
+  std::mt19937_64 gen_;
+};
 
 struct Spec {
   uint64_t seed = 1;

@@ -39,39 +39,30 @@ int64_t work_of(const Spec& s) {
 
 // A random problem within what the CUDA decode engine supports, K and V stored as `kv`.
 Spec decode_spec(uint64_t seed, DType kv, int64_t max_keys, int64_t max_work) {
-  std::mt19937_64 rng(seed);
-  const auto uniform = [&](int64_t lo, int64_t hi) {
-    return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
-  };
-  const auto chance = [&](double p) {
-    return std::uniform_real_distribution<double>(0, 1)(rng) < p;
-  };
-  const auto pick = [&](const auto& options) {
-    return options[size_t(uniform(0, int64_t(options.size()) - 1))];
-  };
+  Rng rng(seed);
 
   Spec s;
   s.seed = seed;
   s.k_type = s.v_type = kv;
-  s.q_type = pick(std::vector<DType>{DType::f32, DType::f16, DType::bf16, DType::e4m3, DType::e3m2,
-                                     DType::e2m1});
-  s.o_type = pick(std::vector<DType>{DType::f32, DType::f16, DType::bf16});
-  const int64_t dims = uniform(0, 9);
+  s.q_type = rng.pick(std::vector<DType>{DType::f32, DType::f16, DType::bf16, DType::e4m3,
+                                         DType::e3m2, DType::e2m1});
+  s.o_type = rng.pick(std::vector<DType>{DType::f32, DType::f16, DType::bf16});
+  const int64_t dims = rng.uniform(0, 9);
   s.dim_qk = dims < 4 ? 64 : dims < 7 ? 128 : dims < 9 ? 192 : 256;
   s.dim_v = s.dim_qk == 192 ? 128 : s.dim_qk;
-  if (is_mx(kv) && chance(0.5)) s.v_axis = VScaleAxis::keys;
-  if (chance(0.5)) s.scale_mode = ScaleMode::rceil;
-  s.batch = uniform(1, 3);
-  s.heads_kv = uniform(1, 3);
-  s.heads_q = s.heads_kv * pick(std::vector<int64_t>{1, 2, 3, 4, 5, 8});
-  s.seq_q = chance(0.5) ? 1 : uniform(2, 16);
-  if (chance(0.3)) {
-    s.page_size = s.v_axis == VScaleAxis::keys ? pick(std::vector<int64_t>{32, 64})
-                                               : pick(std::vector<int64_t>{16, 32, 64});
-    s.seq_k = s.page_size * uniform(1, std::max<int64_t>(1, max_keys / s.page_size));
-    s.spare_pages = uniform(0, 2);
+  if (is_mx(kv) && rng.chance(0.5)) s.v_axis = VScaleAxis::keys;
+  if (rng.chance(0.5)) s.scale_mode = ScaleMode::rceil;
+  s.batch = rng.uniform(1, 3);
+  s.heads_kv = rng.uniform(1, 3);
+  s.heads_q = s.heads_kv * rng.pick(std::vector<int64_t>{1, 2, 3, 4, 5, 8});
+  s.seq_q = rng.chance(0.5) ? 1 : rng.uniform(2, 16);
+  if (rng.chance(0.3)) {
+    s.page_size = s.v_axis == VScaleAxis::keys ? rng.pick(std::vector<int64_t>{32, 64})
+                                               : rng.pick(std::vector<int64_t>{16, 32, 64});
+    s.seq_k = s.page_size * rng.uniform(1, std::max<int64_t>(1, max_keys / s.page_size));
+    s.spare_pages = rng.uniform(0, 2);
   } else {
-    s.seq_k = uniform(1, max_keys);
+    s.seq_k = rng.uniform(1, max_keys);
   }
   while (work_of(s) > max_work) {
     if (s.seq_q > 2) {
@@ -87,27 +78,28 @@ Spec decode_spec(uint64_t seed, DType kv, int64_t max_keys, int64_t max_work) {
       break;
     }
   }
-  if (chance(0.6)) {
+  if (rng.chance(0.6)) {
     for (int64_t b = 0; b < s.batch; ++b) {
-      const double r = std::uniform_real_distribution<double>(0, 1)(rng);
-      s.kv_len.push_back(int32_t(r < 0.1 ? 0 : r < 0.3 ? s.seq_k : uniform(0, s.seq_k)));
+      const double r = rng.real(0, 1);
+      s.kv_len.push_back(int32_t(r < 0.1 ? 0 : r < 0.3 ? s.seq_k : rng.uniform(0, s.seq_k)));
     }
   }
-  s.causal = pick(
+  s.causal = rng.pick(
       std::vector<Causal>{Causal::none, Causal::top_left, Causal::bottom_right, Causal::prefix});
   if (s.causal == Causal::prefix) {
-    for (int64_t b = 0; b < s.batch; ++b) s.prefix_offset.push_back(int32_t(uniform(0, s.seq_k)));
+    for (int64_t b = 0; b < s.batch; ++b)
+      s.prefix_offset.push_back(int32_t(rng.uniform(0, s.seq_k)));
   }
-  if (chance(0.3)) s.window = uniform(0, s.seq_k);
-  if (chance(0.2)) s.scale = float(std::uniform_real_distribution<double>(0.05, 0.5)(rng));
-  s.lse = chance(0.85);
-  const double r = std::uniform_real_distribution<double>(0, 1)(rng);
-  s.split_kv = r < 0.3 ? 1 : r < 0.7 ? int32_t(uniform(2, 8)) : 0;
-  s.tile_m = pick(std::vector<int32_t>{1, 4, 8, 16});
-  s.tile_n = pick(std::vector<int32_t>{16, 32, 64});
-  s.early_exit = chance(0.4);
-  s.partials = chance(0.5);
-  s.counts = chance(0.4);
+  if (rng.chance(0.3)) s.window = rng.uniform(0, s.seq_k);
+  if (rng.chance(0.2)) s.scale = float(rng.real(0.05, 0.5));
+  s.lse = rng.chance(0.85);
+  const double r = rng.real(0, 1);
+  s.split_kv = r < 0.3 ? 1 : r < 0.7 ? int32_t(rng.uniform(2, 8)) : 0;
+  s.tile_m = rng.pick(std::vector<int32_t>{1, 4, 8, 16});
+  s.tile_n = rng.pick(std::vector<int32_t>{16, 32, 64});
+  s.early_exit = rng.chance(0.4);
+  s.partials = rng.chance(0.5);
+  s.counts = rng.chance(0.4);
   s.poison_padding = true;
   return s;
 }

@@ -33,32 +33,29 @@ test::Spec schedule_spec(uint64_t seed) {
   range.strided = false;
   range.k_mean = false;
   test::Spec s = test::random_spec(seed, range);
-  std::mt19937_64 rng(seed);
-  const auto uniform = [&](int64_t lo, int64_t hi) {
-    return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
-  };
-  s.seq_q = uniform(1, 420);
-  s.seq_k = uniform(1, 700);
-  s.batch = uniform(1, 2);
+  test::Rng rng(seed);
+  s.seq_q = rng.uniform(1, 420);
+  s.seq_k = rng.uniform(1, 700);
+  s.batch = rng.uniform(1, 2);
   s.heads_kv = 1;
-  s.heads_q = uniform(1, 3);
+  s.heads_q = rng.uniform(1, 3);
   s.dim_qk = s.dim_v = 16;
-  s.prefix_offset.assign(size_t(s.batch), int32_t(uniform(-s.seq_q / 2, s.seq_k)));
+  s.prefix_offset.assign(size_t(s.batch), int32_t(rng.uniform(-s.seq_q / 2, s.seq_k)));
   s.kv_len.clear();
-  if (uniform(0, 1) == 1) {
-    for (int64_t b = 0; b < s.batch; ++b) s.kv_len.push_back(int32_t(uniform(0, s.seq_k)));
+  if (rng.uniform(0, 1) == 1) {
+    for (int64_t b = 0; b < s.batch; ++b) s.kv_len.push_back(int32_t(rng.uniform(0, s.seq_k)));
   }
-  if (s.window >= 0) s.window = uniform(0, s.seq_k);
+  if (s.window >= 0) s.window = rng.uniform(0, s.seq_k);
   s.block_q = s.block_k = 0;
-  if (uniform(0, 2) != 0) {
+  if (rng.uniform(0, 2) != 0) {
     const int32_t blocks[] = {16, 32, 64, 128, 256};
-    s.block_q = blocks[uniform(0, 4)];
-    s.block_k = blocks[uniform(0, 4)];
-    s.sparse_density = uniform(0, 4) == 0 ? 1.0 : double(uniform(0, 100)) / 100;
-    s.sparse_per_batch = uniform(0, 1) == 1;
-    s.sparse_per_head = uniform(0, 1) == 1;
+    s.block_q = blocks[rng.uniform(0, 4)];
+    s.block_k = blocks[rng.uniform(0, 4)];
+    s.sparse_density = rng.uniform(0, 4) == 0 ? 1.0 : double(rng.uniform(0, 100)) / 100;
+    s.sparse_per_batch = rng.uniform(0, 1) == 1;
+    s.sparse_per_head = rng.uniform(0, 1) == 1;
   }
-  s.split_kv = int32_t(uniform(0, 4));
+  s.split_kv = int32_t(rng.uniform(0, 4));
   s.tile_m = 0;
   s.tile_n = 0;
   return s;

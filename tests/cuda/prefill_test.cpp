@@ -49,29 +49,20 @@ int64_t work_of(const Spec& s) {
 
 // A random problem within what the prefill engine supports, Q/K/V stored as `type`.
 Spec prefill_spec(uint64_t seed, DType type, int64_t max_seq, int64_t max_work) {
-  std::mt19937_64 rng(seed);
-  const auto uniform = [&](int64_t lo, int64_t hi) {
-    return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
-  };
-  const auto chance = [&](double p) {
-    return std::uniform_real_distribution<double>(0, 1)(rng) < p;
-  };
-  const auto pick = [&](const auto& options) {
-    return options[size_t(uniform(0, int64_t(options.size()) - 1))];
-  };
+  Rng rng(seed);
 
   Spec s;
   s.seed = seed;
   s.q_type = s.k_type = s.v_type = type;
-  s.o_type = pick(std::vector<DType>{DType::f32, DType::f16, DType::bf16});
-  const int64_t dims = uniform(0, 9);
+  s.o_type = rng.pick(std::vector<DType>{DType::f32, DType::f16, DType::bf16});
+  const int64_t dims = rng.uniform(0, 9);
   s.dim_qk = dims < 3 ? 64 : dims < 6 ? 128 : dims < 8 ? 256 : 192;
   s.dim_v = s.dim_qk == 192 ? 128 : s.dim_qk;
-  s.batch = uniform(1, 2);
-  s.heads_kv = uniform(1, 2);
-  s.heads_q = s.heads_kv * pick(std::vector<int64_t>{1, 2, 3, 4});
-  s.seq_q = chance(0.2) ? uniform(1, 16) : uniform(1, max_seq);
-  s.seq_k = chance(0.2) ? uniform(1, 40) : uniform(1, 2 * max_seq);
+  s.batch = rng.uniform(1, 2);
+  s.heads_kv = rng.uniform(1, 2);
+  s.heads_q = s.heads_kv * rng.pick(std::vector<int64_t>{1, 2, 3, 4});
+  s.seq_q = rng.chance(0.2) ? rng.uniform(1, 16) : rng.uniform(1, max_seq);
+  s.seq_k = rng.chance(0.2) ? rng.uniform(1, 40) : rng.uniform(1, 2 * max_seq);
   while (work_of(s) > max_work) {
     if (s.heads_q > s.heads_kv) {
       s.heads_q -= s.heads_kv;
@@ -83,36 +74,36 @@ Spec prefill_spec(uint64_t seed, DType type, int64_t max_seq, int64_t max_work) 
       s.seq_k /= 2;
     }
   }
-  if (chance(0.6)) {
+  if (rng.chance(0.6)) {
     for (int64_t b = 0; b < s.batch; ++b) {
-      const double r = std::uniform_real_distribution<double>(0, 1)(rng);
-      s.kv_len.push_back(int32_t(r < 0.1 ? 0 : r < 0.3 ? s.seq_k : uniform(0, s.seq_k)));
+      const double r = rng.real(0, 1);
+      s.kv_len.push_back(int32_t(r < 0.1 ? 0 : r < 0.3 ? s.seq_k : rng.uniform(0, s.seq_k)));
     }
   }
-  s.causal = pick(
+  s.causal = rng.pick(
       std::vector<Causal>{Causal::none, Causal::top_left, Causal::bottom_right, Causal::prefix});
   if (s.causal == Causal::prefix) {
     for (int64_t b = 0; b < s.batch; ++b)
-      s.prefix_offset.push_back(int32_t(uniform(-s.seq_q / 2, s.seq_k)));
+      s.prefix_offset.push_back(int32_t(rng.uniform(-s.seq_q / 2, s.seq_k)));
   }
-  if (chance(0.3)) s.window = uniform(0, s.seq_k);
-  if (chance(0.2)) s.scale = float(std::uniform_real_distribution<double>(0.05, 0.5)(rng));
-  s.lse = chance(0.85);
-  const double r = std::uniform_real_distribution<double>(0, 1)(rng);
-  s.split_kv = r < 0.5 ? 1 : r < 0.8 ? int32_t(uniform(2, 5)) : 0;
+  if (rng.chance(0.3)) s.window = rng.uniform(0, s.seq_k);
+  if (rng.chance(0.2)) s.scale = float(rng.real(0.05, 0.5));
+  s.lse = rng.chance(0.85);
+  const double r = rng.real(0, 1);
+  s.split_kv = r < 0.5 ? 1 : r < 0.8 ? int32_t(rng.uniform(2, 5)) : 0;
   // The reference runs the engine's partition, so that partials and counts compare split by split.
   const cuda::PrefillTiles tiles = cuda::prefill_tiles(s.dim_qk, s.dim_v);
   s.tile_m = int32_t(tiles.tile_m);
   s.tile_n = int32_t(tiles.tile_n);
-  s.early_exit = chance(0.4);
-  s.partials = chance(0.4);
-  s.counts = chance(0.3);
+  s.early_exit = rng.chance(0.4);
+  s.partials = rng.chance(0.4);
+  s.counts = rng.chance(0.3);
   // Auto split: the engine's own target where only O and LSE are compared, else a small one given
   // to both engines (the reference's default target differs from the prefill engine's).
-  if (s.split_kv == 0 && (s.partials || s.counts || chance(0.5))) {
-    s.auto_target = int32_t(uniform(1, 4));
+  if (s.split_kv == 0 && (s.partials || s.counts || rng.chance(0.5))) {
+    s.auto_target = int32_t(rng.uniform(1, 4));
   }
-  s.strided = chance(0.3);
+  s.strided = rng.chance(0.3);
   s.poison_padding = true;
   return s;
 }
@@ -121,17 +112,14 @@ Spec prefill_spec(uint64_t seed, DType type, int64_t max_seq, int64_t max_work) 
 // layouts per batch entry and head or broadcast, densities from empty to full.
 Spec sparse_spec(uint64_t seed, DType type, int64_t max_seq, int64_t max_work) {
   Spec s = prefill_spec(seed, type, max_seq, max_work);
-  std::mt19937_64 rng(seed ^ 0x5bd1e995u);
-  const auto uniform = [&](int64_t lo, int64_t hi) {
-    return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
-  };
+  Rng rng(seed ^ 0x5bd1e995u);
   const int32_t blocks[] = {16, 32, 64, 128, 256};
-  s.block_q = blocks[uniform(0, 4)];
-  s.block_k = blocks[uniform(0, 4)];
-  const int64_t density = uniform(0, 9);
-  s.sparse_density = density == 0 ? 0.0 : density == 1 ? 1.0 : double(uniform(10, 90)) / 100;
-  s.sparse_per_batch = uniform(0, 1) == 1;
-  s.sparse_per_head = uniform(0, 1) == 1;
+  s.block_q = blocks[rng.uniform(0, 4)];
+  s.block_k = blocks[rng.uniform(0, 4)];
+  const int64_t density = rng.uniform(0, 9);
+  s.sparse_density = density == 0 ? 0.0 : density == 1 ? 1.0 : double(rng.uniform(10, 90)) / 100;
+  s.sparse_per_batch = rng.uniform(0, 1) == 1;
+  s.sparse_per_head = rng.uniform(0, 1) == 1;
   return s;
 }
 
@@ -144,36 +132,30 @@ const DType kMxTypes[] = {DType::e4m3, DType::e5m2, DType::e2m3, DType::e3m2, DT
 Spec mx_spec(uint64_t seed, bool sparse, int64_t max_seq, int64_t max_work) {
   Spec s = sparse ? sparse_spec(seed, DType::bf16, max_seq, max_work)
                   : prefill_spec(seed, DType::bf16, max_seq, max_work);
-  std::mt19937_64 rng(seed ^ 0x27d4eb2fu);
-  const auto uniform = [&](int64_t lo, int64_t hi) {
-    return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
-  };
+  Rng rng(seed ^ 0x27d4eb2fu);
   DType* types[] = {&s.q_type, &s.k_type, &s.v_type};
-  const int64_t forced = uniform(0, 2);
+  const int64_t forced = rng.uniform(0, 2);
   for (int64_t t = 0; t < 3; ++t) {
-    if (t == forced || uniform(0, 3) != 0) *types[t] = kMxTypes[uniform(0, 4)];
+    if (t == forced || rng.uniform(0, 3) != 0) *types[t] = kMxTypes[rng.uniform(0, 4)];
   }
-  s.v_axis = is_mx(s.v_type) && uniform(0, 1) == 1 ? VScaleAxis::keys : VScaleAxis::head_dim;
-  s.scale_mode = uniform(0, 1) == 1 ? ScaleMode::rceil : ScaleMode::floor;
-  s.k_mean = uniform(0, 2) == 0;
+  s.v_axis = is_mx(s.v_type) && rng.uniform(0, 1) == 1 ? VScaleAxis::keys : VScaleAxis::head_dim;
+  s.scale_mode = rng.uniform(0, 1) == 1 ? ScaleMode::rceil : ScaleMode::floor;
+  s.k_mean = rng.uniform(0, 2) == 0;
   return s;
 }
 
 // A paged KV cache (SPEC 4) under a random problem (plain, MX or sparse): every page size, spare
 // pages no block table entry names (poisoned), Sk rounded up to whole pages.
 Spec paged_spec(uint64_t seed, int64_t max_seq, int64_t max_work) {
-  std::mt19937_64 rng(seed ^ 0x165667b1u);
-  const auto uniform = [&](int64_t lo, int64_t hi) {
-    return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
-  };
-  const int64_t kind = uniform(0, 3);
+  Rng rng(seed ^ 0x165667b1u);
+  const int64_t kind = rng.uniform(0, 3);
   Spec s = kind == 0   ? mx_spec(seed, false, max_seq, max_work)
-           : kind == 1 ? sparse_spec(seed, kTypes[uniform(0, 1)], max_seq, max_work)
-                       : prefill_spec(seed, kTypes[uniform(0, 1)], max_seq, max_work);
+           : kind == 1 ? sparse_spec(seed, kTypes[rng.uniform(0, 1)], max_seq, max_work)
+                       : prefill_spec(seed, kTypes[rng.uniform(0, 1)], max_seq, max_work);
   const int64_t sizes[] = {16, 32, 64, 128, 256};
-  s.page_size = sizes[uniform(s.v_axis == VScaleAxis::keys ? 1 : 0, 4)];
+  s.page_size = sizes[rng.uniform(s.v_axis == VScaleAxis::keys ? 1 : 0, 4)];
   s.seq_k = (s.seq_k + s.page_size - 1) / s.page_size * s.page_size;
-  s.spare_pages = uniform(0, 3);
+  s.spare_pages = rng.uniform(0, 3);
   return s;
 }
 
