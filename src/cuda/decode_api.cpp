@@ -29,14 +29,7 @@ struct DecodePlan::Impl {
   int64_t slots = 0;
   bool combines = false;
   bool fused_combine = false;  // the split kernel combines (DecodeParams::arrivals)
-  void* workspace = nullptr;
-
-  Impl() = default;
-  Impl(const Impl&) = delete;
-  Impl& operator=(const Impl&) = delete;
-  ~Impl() {
-    if (workspace != nullptr) cudaFree(workspace);
-  }
+  detail::DeviceWorkspace workspace;
 };
 
 DecodePlan::DecodePlan() = default;
@@ -189,16 +182,6 @@ detail::DecodeParams params_for(const DecodePlan::Impl& plan, const AttentionArg
 constexpr int64_t kMaxAutoChain = 4;
 constexpr double kMinChainWaves = 1.9;
 constexpr double kMinWaveFill = 0.9;
-
-// Bump allocation inside the workspace, 256-byte aligned.
-struct Layout {
-  int64_t bytes = 0;
-  int64_t take(int64_t n) {
-    const int64_t at = bytes;
-    bytes += (n + 255) / 256 * 256;
-    return at;
-  }
-};
 
 }  // namespace
 
@@ -355,22 +338,15 @@ Status plan_decode(const AttentionArgs& args, DecodePlan* plan, const DecodeOpti
 
   impl->combines = any_combine || args.split.counts.given();
   const bool internal_partials = any_combine && !user_partials;
-  const int64_t partial_rows = p.batch * p.seq_q * p.heads_q;
 
-  Layout layout;
+  detail::WorkspaceLayout layout;
   const int64_t at_tiles = layout.take(int64_t(tiles.size() * sizeof(detail::TileInfo)));
   const int64_t at_work = layout.take(int64_t(work.size() * sizeof(detail::WorkItem)));
-  std::vector<int32_t> block_table;
-  if (p.paged) {
-    block_table.resize(size_t(p.batch * p.max_pages));
-    const TensorView& bt = args.paged.block_table;
-    for (int64_t b = 0; b < p.batch; ++b)
-      for (int64_t j = 0; j < p.max_pages; ++j)
-        block_table[size_t(b * p.max_pages + j)] = core::read_i32(bt, core::offset_of(bt, b, j));
-  }
+  const std::vector<int32_t> block_table = detail::read_block_table(p, args.paged.block_table);
   const int64_t at_table = layout.take(int64_t(block_table.size() * sizeof(int32_t)));
-  const int64_t at_part_o = layout.take(internal_partials ? slots * partial_rows * p.dim_v * 4 : 0);
-  const int64_t at_part_lse = layout.take(internal_partials ? slots * partial_rows * 4 : 0);
+  const int64_t at_part_o = layout.take(internal_partials ? detail::partial_o_bytes(p, slots) : 0);
+  const int64_t at_part_lse =
+      layout.take(internal_partials ? detail::partial_lse_bytes(p, slots) : 0);
   // The split kernel combines its own partials (no second kernel, which costs a launch and a grid
   // drain on small problems) unless the user asked for the partials or the counts, which the
   // combine kernel writes for every row.
@@ -378,26 +354,14 @@ Status plan_decode(const AttentionArgs& args, DecodePlan* plan, const DecodeOpti
   const int64_t arrivals = impl->fused_combine ? p.batch * q_tiles * p.heads_kv * row_blocks : 0;
   const int64_t at_arrivals = layout.take(arrivals * int64_t(sizeof(int32_t)));
 
-  if (cudaError_t e = cudaMalloc(&impl->workspace, size_t(layout.bytes)); e != cudaSuccess) {
-    impl->workspace = nullptr;
-    if (e == cudaErrorMemoryAllocation) {
-      return Status::runtime(cat("workspace: out of device memory for ", layout.bytes, " bytes"));
-    }
-    return cuda_failure("workspace", e);
+  const detail::DeviceWorkspace& ws = impl->workspace;
+  if (Status st = impl->workspace.allocate(layout.bytes); !st) return st;
+  for (const Status& st :
+       {ws.upload(at_tiles, tiles), ws.upload(at_work, work), ws.upload(at_table, block_table),
+        ws.zero(at_arrivals, arrivals * int64_t(sizeof(int32_t)))}) {
+    if (!st) return st;
   }
-  uint8_t* ws = static_cast<uint8_t*>(impl->workspace);
-  const auto upload = [&](int64_t at, const void* src, size_t bytes) {
-    return bytes == 0 ? cudaSuccess : cudaMemcpy(ws + at, src, bytes, cudaMemcpyHostToDevice);
-  };
-  for (cudaError_t e :
-       {upload(at_tiles, tiles.data(), tiles.size() * sizeof(detail::TileInfo)),
-        upload(at_work, work.data(), work.size() * sizeof(detail::WorkItem)),
-        upload(at_table, block_table.data(), block_table.size() * sizeof(int32_t)),
-        arrivals == 0 ? cudaSuccess
-                      : cudaMemset(ws + at_arrivals, 0, size_t(arrivals) * sizeof(int32_t))}) {
-    if (e != cudaSuccess) return cuda_failure("workspace upload", e);
-  }
-  if (impl->fused_combine) d.arrivals = reinterpret_cast<int32_t*>(ws + at_arrivals);
+  if (impl->fused_combine) d.arrivals = reinterpret_cast<int32_t*>(ws.at(at_arrivals));
 
   d.q_dtype = args.q.dtype;
   d.q_split_lo = args.q.dtype == DType::f32 ||
@@ -418,20 +382,14 @@ Status plan_decode(const AttentionArgs& args, DecodePlan* plan, const DecodeOpti
     copy_strides(args.split.partial_o, d.part_o_stride);
     copy_strides(args.split.partial_lse, d.part_lse_stride);
   } else if (internal_partials) {
-    d.part_o = reinterpret_cast<float*>(ws + at_part_o);
-    d.part_lse = reinterpret_cast<float*>(ws + at_part_lse);
-    const int64_t o_strides[5] = {p.batch * p.seq_q * p.heads_q * p.dim_v,
-                                  p.seq_q * p.heads_q * p.dim_v, p.heads_q * p.dim_v, p.dim_v, 1};
-    const int64_t l_strides[4] = {p.batch * p.heads_q * p.seq_q, p.heads_q * p.seq_q, p.seq_q, 1};
-    std::copy(o_strides, o_strides + 5, d.part_o_stride);
-    std::copy(l_strides, l_strides + 4, d.part_lse_stride);
+    detail::set_internal_partials(p, ws.at(at_part_o), ws.at(at_part_lse), d);
   }
   d.write_all_partials = user_partials;
   copy_strides(args.split.counts, d.counts_stride);
 
-  d.tiles = reinterpret_cast<const detail::TileInfo*>(ws + at_tiles);
-  d.work = reinterpret_cast<const detail::WorkItem*>(ws + at_work);
-  d.block_table = p.paged ? reinterpret_cast<const int32_t*>(ws + at_table) : nullptr;
+  d.tiles = reinterpret_cast<const detail::TileInfo*>(ws.at(at_tiles));
+  d.work = reinterpret_cast<const detail::WorkItem*>(ws.at(at_work));
+  d.block_table = p.paged ? reinterpret_cast<const int32_t*>(ws.at(at_table)) : nullptr;
   d.block_table_stride = p.max_pages;
 
   d.batch = p.batch;

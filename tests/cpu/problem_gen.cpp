@@ -279,6 +279,22 @@ std::string Spec::describe() const {
   return s.str();
 }
 
+void draw_masks(Rng& rng, double kv_len_chance, int64_t prefix_min, Spec& s) {
+  if (rng.chance(kv_len_chance)) {
+    for (int64_t b = 0; b < s.batch; ++b) {
+      const double r = rng.real(0.0, 1.0);
+      s.kv_len.push_back(int32_t(r < 0.1 ? 0 : r < 0.3 ? s.seq_k : rng.uniform(0, s.seq_k)));
+    }
+  }
+  s.causal =
+      rng.pick<Causal>({Causal::none, Causal::top_left, Causal::bottom_right, Causal::prefix});
+  if (s.causal == Causal::prefix) {
+    for (int64_t b = 0; b < s.batch; ++b)
+      s.prefix_offset.push_back(int32_t(rng.uniform(prefix_min, s.seq_k)));
+  }
+  if (rng.chance(0.3)) s.window = rng.uniform(0, s.seq_k);
+}
+
 Spec random_spec(uint64_t seed, const SpecRange& range) {
   Rng rng(seed);
   Spec s;
@@ -309,21 +325,7 @@ Spec random_spec(uint64_t seed, const SpecRange& range) {
   }
   fit_work(s, range.max_work);
 
-  if (range.masks) {
-    if (rng.chance(0.5)) {
-      for (int64_t b = 0; b < s.batch; ++b) {
-        const double r = rng.real(0.0, 1.0);
-        s.kv_len.push_back(int32_t(r < 0.1 ? 0 : r < 0.3 ? s.seq_k : rng.uniform(0, s.seq_k)));
-      }
-    }
-    s.causal =
-        rng.pick<Causal>({Causal::none, Causal::top_left, Causal::bottom_right, Causal::prefix});
-    if (s.causal == Causal::prefix) {
-      for (int64_t b = 0; b < s.batch; ++b)
-        s.prefix_offset.push_back(int32_t(rng.uniform(0, s.seq_k)));
-    }
-    if (rng.chance(0.3)) s.window = rng.uniform(0, s.seq_k);
-  }
+  if (range.masks) draw_masks(rng, 0.5, 0, s);
   if (rng.chance(0.2)) s.scale = float(rng.real(0.05, 0.5));
   s.lse = rng.chance(0.8);
   s.k_mean = range.k_mean && rng.chance(0.2);

@@ -121,6 +121,12 @@ struct SpecRange {
 
 Spec random_spec(uint64_t seed, const SpecRange& range = {});
 
+// Random masks for a spec whose batch and seq_k are drawn, in this order: per-sequence kv_len with
+// probability `kv_len_chance` (a tenth of the lengths 0, a fifth every key), a causal mode (prefix
+// offsets drawn from [prefix_min, seq_k]) and, with probability 0.3, a sliding window. Every
+// generator draws them alike, so that a seed's masks mean the same in every suite.
+void draw_masks(Rng& rng, double kv_len_chance, int64_t prefix_min, Spec& s);
+
 struct ProblemData {
   std::vector<float> q;       // [B, Sq, Hq, Dqk]
   std::vector<float> k;       // [B, Sk, Hkv, Dqk], zero past kv_len

@@ -78,19 +78,7 @@ Spec decode_spec(uint64_t seed, DType kv, int64_t max_keys, int64_t max_work) {
       break;
     }
   }
-  if (rng.chance(0.6)) {
-    for (int64_t b = 0; b < s.batch; ++b) {
-      const double r = rng.real(0, 1);
-      s.kv_len.push_back(int32_t(r < 0.1 ? 0 : r < 0.3 ? s.seq_k : rng.uniform(0, s.seq_k)));
-    }
-  }
-  s.causal = rng.pick(
-      std::vector<Causal>{Causal::none, Causal::top_left, Causal::bottom_right, Causal::prefix});
-  if (s.causal == Causal::prefix) {
-    for (int64_t b = 0; b < s.batch; ++b)
-      s.prefix_offset.push_back(int32_t(rng.uniform(0, s.seq_k)));
-  }
-  if (rng.chance(0.3)) s.window = rng.uniform(0, s.seq_k);
+  draw_masks(rng, 0.6, 0, s);
   if (rng.chance(0.2)) s.scale = float(rng.real(0.05, 0.5));
   s.lse = rng.chance(0.85);
   const double r = rng.real(0, 1);
@@ -533,20 +521,7 @@ TEST(CudaDecode, RejectsInvalidArguments) {
   cuda::DecodePlan negative;
   const Status options_st = cuda::plan_decode(a.args(), &negative, {.splits_per_cta = -1});
   EXPECT_EQ(options_st.code(), ErrorCode::invalid_argument) << options_st.message();
-  AttentionArgs args = a.args();
-  args.v.shape[3] = 64;  // V's head dim no longer matches O's
-  cuda::DecodePlan plan;
-  Status st = cuda::plan_decode(args, &plan);
-  EXPECT_EQ(st.code(), ErrorCode::invalid_argument) << st.message();
-
-  DeviceProblem dev(a);
-  ASSERT_TRUE(cuda::plan_decode(dev.args(), &plan).is_ok());
-  AttentionArgs other = dev.args();
-  other.o.stride[2] += 1;
-  st = cuda::run_decode(plan, other, nullptr);
-  EXPECT_EQ(st.code(), ErrorCode::invalid_argument) << st.message();
-  st = cuda::run_decode(cuda::DecodePlan(), dev.args(), nullptr);
-  EXPECT_EQ(st.code(), ErrorCode::invalid_argument) << st.message();
+  expect_invalid_arguments_rejected<cuda::DecodePlan>(a, cuda::plan_decode, cuda::run_decode);
 }
 
 }  // namespace

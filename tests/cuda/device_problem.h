@@ -42,6 +42,29 @@ class DeviceProblem {
 Status run_and_download(const TestProblem& host, DeviceProblem& dev,
                         const std::function<Status()>& run);
 
+// What every CUDA engine's API refuses with invalid_argument, given `host`, a problem the engine
+// runs: planning it with V's head dim unlike O's (SPEC validity), running it with views unlike the
+// planned ones (O's strides), and running a plan never built.
+template <class Plan>
+void expect_invalid_arguments_rejected(const TestProblem& host,
+                                       Status (*plan_fn)(const AttentionArgs&, Plan*),
+                                       Status (*run_fn)(const Plan&, const AttentionArgs&, void*)) {
+  AttentionArgs args = host.args();
+  args.v.shape[3] = 64;  // V's head dim no longer matches O's
+  Plan plan;
+  Status st = plan_fn(args, &plan);
+  EXPECT_EQ(st.code(), ErrorCode::invalid_argument) << st.message();
+
+  DeviceProblem dev(host);
+  ASSERT_TRUE(plan_fn(dev.args(), &plan).is_ok());
+  AttentionArgs other = dev.args();
+  other.o.stride[2] += 1;
+  st = run_fn(plan, other, nullptr);
+  EXPECT_EQ(st.code(), ErrorCode::invalid_argument) << st.message();
+  st = run_fn(Plan(), dev.args(), nullptr);
+  EXPECT_EQ(st.code(), ErrorCode::invalid_argument) << st.message();
+}
+
 // A CUDA runtime call's result as a GoogleTest assertion (the error's text on failure).
 ::testing::AssertionResult cuda_ok(cudaError_t e);
 

@@ -74,19 +74,7 @@ Spec prefill_spec(uint64_t seed, DType type, int64_t max_seq, int64_t max_work) 
       s.seq_k /= 2;
     }
   }
-  if (rng.chance(0.6)) {
-    for (int64_t b = 0; b < s.batch; ++b) {
-      const double r = rng.real(0, 1);
-      s.kv_len.push_back(int32_t(r < 0.1 ? 0 : r < 0.3 ? s.seq_k : rng.uniform(0, s.seq_k)));
-    }
-  }
-  s.causal = rng.pick(
-      std::vector<Causal>{Causal::none, Causal::top_left, Causal::bottom_right, Causal::prefix});
-  if (s.causal == Causal::prefix) {
-    for (int64_t b = 0; b < s.batch; ++b)
-      s.prefix_offset.push_back(int32_t(rng.uniform(-s.seq_q / 2, s.seq_k)));
-  }
-  if (rng.chance(0.3)) s.window = rng.uniform(0, s.seq_k);
+  draw_masks(rng, 0.6, -s.seq_q / 2, s);
   if (rng.chance(0.2)) s.scale = float(rng.real(0.05, 0.5));
   s.lse = rng.chance(0.85);
   const double r = rng.real(0, 1);
@@ -653,20 +641,7 @@ TEST(CudaPrefill, RefusesWhatItDoesNotSupport) {
 TEST(CudaPrefill, RejectsInvalidArguments) {
   Spec s = fixed_spec();
   TestProblem a(s);
-  AttentionArgs args = a.args();
-  args.v.shape[3] = 64;  // V's head dim no longer matches O's
-  cuda::PrefillPlan plan;
-  Status st = cuda::plan_prefill(args, &plan);
-  EXPECT_EQ(st.code(), ErrorCode::invalid_argument) << st.message();
-
-  DeviceProblem dev(a);
-  ASSERT_TRUE(cuda::plan_prefill(dev.args(), &plan).is_ok());
-  AttentionArgs other = dev.args();
-  other.o.stride[2] += 1;
-  st = cuda::run_prefill(plan, other, nullptr);
-  EXPECT_EQ(st.code(), ErrorCode::invalid_argument) << st.message();
-  st = cuda::run_prefill(cuda::PrefillPlan(), dev.args(), nullptr);
-  EXPECT_EQ(st.code(), ErrorCode::invalid_argument) << st.message();
+  expect_invalid_arguments_rejected<cuda::PrefillPlan>(a, cuda::plan_prefill, cuda::run_prefill);
 }
 
 }  // namespace

@@ -44,14 +44,7 @@ struct PrefillPlan::Impl {
   int64_t grid_heads = 1;  // gridDim.y: the query heads, or 1 when each work item names its head
   int64_t slots = 0;
   bool combines = false;
-  void* workspace = nullptr;
-
-  Impl() = default;
-  Impl(const Impl&) = delete;
-  Impl& operator=(const Impl&) = delete;
-  ~Impl() {
-    if (workspace != nullptr) cudaFree(workspace);
-  }
+  detail::DeviceWorkspace workspace;
 };
 
 PrefillPlan::PrefillPlan() = default;
@@ -245,16 +238,6 @@ detail::DecodeParams combine_params_for(const PrefillPlan::Impl& plan,
   return c;
 }
 
-// Bump allocation inside the workspace, 256-byte aligned.
-struct Layout {
-  int64_t bytes = 0;
-  int64_t take(int64_t n) {
-    const int64_t at = bytes;
-    bytes += (n + 255) / 256 * 256;
-    return at;
-  }
-};
-
 }  // namespace
 
 Status plan_prefill(const AttentionArgs& args, PrefillPlan* plan) {
@@ -298,14 +281,15 @@ Status plan_prefill(const AttentionArgs& args, PrefillPlan* plan) {
   const bool internal_partials = any_combine && !user_partials;
   const int64_t partial_rows = p.batch * p.seq_q * p.heads_q;
 
-  Layout layout;
+  detail::WorkspaceLayout layout;
   const std::vector<prefill::TileInfo>& tiles = schedule.tiles;
   const std::vector<prefill::SparseTile>& steps = schedule.sparse_tiles;
   const int64_t at_tiles = layout.take(int64_t(tiles.size() * sizeof(prefill::TileInfo)));
   const int64_t at_work = layout.take(int64_t(work.size() * sizeof(prefill::WorkItem)));
   const int64_t at_steps = layout.take(int64_t(steps.size() * sizeof(prefill::SparseTile)));
-  const int64_t at_part_o = layout.take(internal_partials ? slots * partial_rows * p.dim_v * 4 : 0);
-  const int64_t at_part_lse = layout.take(internal_partials ? slots * partial_rows * 4 : 0);
+  const int64_t at_part_o = layout.take(internal_partials ? detail::partial_o_bytes(p, slots) : 0);
+  const int64_t at_part_lse =
+      layout.take(internal_partials ? detail::partial_lse_bytes(p, slots) : 0);
   // The dense copies: Q [B, Sq, Hq, Dqk], K [B, Sk, Hkv, Dqk] and V [B, Sk, Hkv, Dv], each in the
   // kernel's element type, with the paged cache's block table and every kv_len beside them.
   const TensorView* inputs[3] = {&args.q, &args.k, &args.v};
@@ -323,16 +307,11 @@ Status plan_prefill(const AttentionArgs& args, PrefillPlan* plan) {
     set_contiguous_strides(kernel_inputs[t]);
     at_copy[t] = layout.take(kernel_inputs[t].numel() * 2);
   }
-  std::vector<int32_t> kv_lens, block_table;
+  std::vector<int32_t> kv_lens;
   if (copied_to_workspace(p, 1) || copied_to_workspace(p, 2)) {
     for (int64_t b = 0; b < p.batch; ++b) kv_lens.push_back(int32_t(p.kv_len(b)));
   }
-  if (p.paged) {
-    const TensorView& bt = args.paged.block_table;
-    for (int64_t b = 0; b < p.batch; ++b)
-      for (int64_t page = 0; page < p.max_pages; ++page)
-        block_table.push_back(core::read_i32(bt, core::offset_of(bt, b, page)));
-  }
+  const std::vector<int32_t> block_table = detail::read_block_table(p, args.paged.block_table);
   const int64_t at_kv_lens = layout.take(int64_t(kv_lens.size() * sizeof(int32_t)));
   const int64_t at_block_table = layout.take(int64_t(block_table.size() * sizeof(int32_t)));
   // k_mean is metadata, read here on the host: its contiguous copy goes into the workspace.
@@ -356,26 +335,13 @@ Status plan_prefill(const AttentionArgs& args, PrefillPlan* plan) {
     return cuda_failure("prefill kernel attributes", e);
   }
 
-  if (cudaError_t e = cudaMalloc(&impl->workspace, size_t(std::max<int64_t>(layout.bytes, 256)));
-      e != cudaSuccess) {
-    impl->workspace = nullptr;
-    if (e == cudaErrorMemoryAllocation) {
-      return Status::runtime(cat("workspace: out of device memory for ", layout.bytes, " bytes"));
-    }
-    return cuda_failure("workspace", e);
-  }
-  uint8_t* ws = static_cast<uint8_t*>(impl->workspace);
-  const auto upload = [&](int64_t at, const void* src, size_t bytes) {
-    return bytes == 0 ? cudaSuccess : cudaMemcpy(ws + at, src, bytes, cudaMemcpyHostToDevice);
-  };
-  for (cudaError_t e :
-       {upload(at_tiles, tiles.data(), tiles.size() * sizeof(prefill::TileInfo)),
-        upload(at_work, work.data(), work.size() * sizeof(prefill::WorkItem)),
-        upload(at_steps, steps.data(), steps.size() * sizeof(prefill::SparseTile)),
-        upload(at_k_mean, k_mean.data(), k_mean.size() * sizeof(float)),
-        upload(at_kv_lens, kv_lens.data(), kv_lens.size() * sizeof(int32_t)),
-        upload(at_block_table, block_table.data(), block_table.size() * sizeof(int32_t))}) {
-    if (e != cudaSuccess) return cuda_failure("workspace upload", e);
+  const detail::DeviceWorkspace& ws = impl->workspace;
+  if (Status st = impl->workspace.allocate(layout.bytes); !st) return st;
+  for (const Status& st :
+       {ws.upload(at_tiles, tiles), ws.upload(at_work, work), ws.upload(at_steps, steps),
+        ws.upload(at_k_mean, k_mean), ws.upload(at_kv_lens, kv_lens),
+        ws.upload(at_block_table, block_table)}) {
+    if (!st) return st;
   }
 
   const TensorView* scales[3] = {&args.q_scales, &args.k_scales, &args.v_scales};
@@ -388,11 +354,11 @@ Status plan_prefill(const AttentionArgs& args, PrefillPlan* plan) {
     std::copy(scales[t]->stride, scales[t]->stride + 4, copy.scale_stride);
     copy.scales_along_slots = t == 2 && args.v_scale_axis == VScaleAxis::keys;
     std::copy(kernel_inputs[t].shape, kernel_inputs[t].shape + 4, copy.shape);
-    copy.out = reinterpret_cast<uint16_t*>(ws + at_copy[t]);
+    copy.out = reinterpret_cast<uint16_t*>(ws.at(at_copy[t]));
     if (t == 0) continue;
-    copy.valid_rows = reinterpret_cast<const int32_t*>(ws + at_kv_lens);
+    copy.valid_rows = reinterpret_cast<const int32_t*>(ws.at(at_kv_lens));
     if (p.paged) {
-      copy.block_table = reinterpret_cast<const int32_t*>(ws + at_block_table);
+      copy.block_table = reinterpret_cast<const int32_t*>(ws.at(at_block_table));
       copy.table_stride = p.max_pages;
       copy.page_size = p.page_size;
     }
@@ -420,17 +386,11 @@ Status plan_prefill(const AttentionArgs& args, PrefillPlan* plan) {
     copy_strides(args.split.partial_o, d.part_o_stride);
     copy_strides(args.split.partial_lse, d.part_lse_stride);
   } else if (internal_partials) {
-    d.part_o = reinterpret_cast<float*>(ws + at_part_o);
-    d.part_lse = reinterpret_cast<float*>(ws + at_part_lse);
+    detail::set_internal_partials(p, ws.at(at_part_o), ws.at(at_part_lse), d);
     d.part_o_pairs = true;
-    const int64_t o_strides[5] = {partial_rows * p.dim_v, p.seq_q * p.heads_q * p.dim_v,
-                                  p.heads_q * p.dim_v, p.dim_v, 1};
-    const int64_t l_strides[4] = {p.batch * p.heads_q * p.seq_q, p.heads_q * p.seq_q, p.seq_q, 1};
-    std::copy(o_strides, o_strides + 5, d.part_o_stride);
-    std::copy(l_strides, l_strides + 4, d.part_lse_stride);
   }
-  d.work = reinterpret_cast<const prefill::WorkItem*>(ws + at_work);
-  if (p.sparse) d.sparse_tiles = reinterpret_cast<const prefill::SparseTile*>(ws + at_steps);
+  d.work = reinterpret_cast<const prefill::WorkItem*>(ws.at(at_work));
+  if (p.sparse) d.sparse_tiles = reinterpret_cast<const prefill::SparseTile*>(ws.at(at_steps));
   d.batch = p.batch;
   d.seq_q = p.seq_q;
   d.seq_k = p.seq_k;
@@ -447,7 +407,7 @@ Status plan_prefill(const AttentionArgs& args, PrefillPlan* plan) {
   shift.q_dtype = q_codes ? args.q.dtype : element;
   std::copy(d.q_stride, d.q_stride + 3, shift.q_stride);
   std::copy(d.q_scale_stride, d.q_scale_stride + 4, shift.q_scale_stride);
-  shift.k_mean = reinterpret_cast<const float*>(ws + at_k_mean);
+  shift.k_mean = reinterpret_cast<const float*>(ws.at(at_k_mean));
   copy_strides(args.lse, shift.lse_stride);
   shift.batch = p.batch;
   shift.seq_q = p.seq_q;
@@ -464,7 +424,7 @@ Status plan_prefill(const AttentionArgs& args, PrefillPlan* plan) {
   std::copy(d.part_o_stride, d.part_o_stride + 5, c.part_o_stride);
   std::copy(d.part_lse_stride, d.part_lse_stride + 4, c.part_lse_stride);
   copy_strides(args.split.counts, c.counts_stride);
-  c.tiles = reinterpret_cast<const prefill::TileInfo*>(ws + at_tiles);
+  c.tiles = reinterpret_cast<const prefill::TileInfo*>(ws.at(at_tiles));
   c.batch = p.batch;
   c.seq_q = p.seq_q;
   c.heads_q = p.heads_q;
