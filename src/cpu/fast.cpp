@@ -294,6 +294,20 @@ class RowGather {
     kernels.convert_rows(format_, sources, count * heads, dst, dst_stride);
   }
 
+  // The f32 rows as they lie, for kernels that take rows `key_step()` floats apart and heads
+  // `head_step()` apart: the first row of key `first`, kv head hk, of a dense f32 cache whose head
+  // dim is contiguous and `width` long (the kernels' padded width: no padding to fill). Null where
+  // the rows must be gathered. A dense cache's tile is then read where it lies, not copied first.
+  const float* in_place(int64_t b, int64_t hk, int64_t first, int64_t width) const {
+    const int64_t dim = view_ == &p_.args.v ? p_.dim_v : p_.dim_qk;
+    if (p_.paged || view_->dtype != DType::f32 || view_->stride[3] != 1 || dim != width) {
+      return nullptr;
+    }
+    return static_cast<const float*>(view_->data) + core::offset_of(*view_, b, first, hk, 0);
+  }
+  int64_t key_step() const { return view_->stride[1]; }
+  int64_t head_step() const { return view_->stride[2]; }
+
   // Where the rows of gather start, in the same order.
   void locate(int64_t b, int64_t hk, int64_t heads, int64_t first, int64_t count,
               RowSource* sources) const {
@@ -564,7 +578,23 @@ class FastEngine {
   // order for those that read K rows directly), else transposed. The AMX kernels take them bf16
   // row-major, negated where the scale is negative (exact), and scale the scores by |scale|;
   // scores_bf16_from_rows bf16 as given, in its order, and scales the scores by scale * log2(e).
+  // Fetches query row r of tile t towards the caches, when it is one contiguous run. A head's rows
+  // lie a token apart, each on a page of its own, where no hardware prefetcher goes ahead.
+  [[gnu::always_inline]] void prefetch_q_row(const PackedTile& t, int64_t r) const {
+    const TensorView& view = p_.args.q;
+    if (r >= t.rows() || view.stride[3] != 1) return;
+    const RowAt at = row_at(t, r);
+    const int64_t bits = bits_of(view.dtype);
+    const char* row = static_cast<const char*>(view.data) +
+                      core::offset_of(view, t.q.b, at.i, at.h, 0) * bits / 8;
+    const int64_t bytes = (p_.dim_qk * bits + 7) / 8;
+    for (int64_t at_byte = 0; at_byte < bytes; at_byte += 64) __builtin_prefetch(row + at_byte);
+    __builtin_prefetch(row + bytes - 1);
+  }
+
   void pack_queries(const PackedTile& t, float* q, uint16_t* q_bf16, Scratch& sc) const {
+    constexpr int64_t kAhead = 4;  // rows fetched ahead of the one packed
+    for (int64_t r = 0; r < kAhead; ++r) prefetch_q_row(t, r);
     if (amx_ || bf16_scores_) {
       std::fill(q_bf16, q_bf16 + rows_padded_ * dim_qk_padded_, uint16_t(0));
       const uint16_t sign = amx_ && p_.scale < 0 ? uint16_t(0x8000) : uint16_t(0);
@@ -572,11 +602,17 @@ class FastEngine {
       const TensorView& view = p_.args.q;
       const uint16_t* data = static_cast<const uint16_t*>(view.data);
       for (int64_t r = 0; r < t.rows(); ++r) {
+        prefetch_q_row(t, r + kAhead);
         const RowAt at = row_at(t, r);
         const uint16_t* row = data + core::offset_of(view, t.q.b, at.i, at.h, 0);
+        uint16_t* out = q_bf16 + r * dim_qk_padded_;
+        if (amx_ && view.stride[3] == 1) {
+          for (int64_t d = 0; d < p_.dim_qk; ++d) out[d] = row[d] ^ sign;  // vectorized
+          continue;
+        }
         for (int64_t d = 0; d < p_.dim_qk; ++d) {
           const int64_t at_d = amx_ ? d : bf16_dot_position(key_elem, d);
-          q_bf16[r * dim_qk_padded_ + at_d] = row[d * view.stride[3]] ^ sign;
+          out[at_d] = row[d * view.stride[3]] ^ sign;
         }
       }
       return;
@@ -584,6 +620,7 @@ class FastEngine {
     std::fill(q, q + rows_padded_ * dim_qk_padded_, 0.0f);
     const float factor = p_.scale * kLog2e;
     for (int64_t r = 0; r < t.rows(); ++r) {
+      prefetch_q_row(t, r + kAhead);
       const RowAt at = row_at(t, r);
       load_q_row(p_, t.q.b, at.i, at.h, sc.q_row.data());
       for (int64_t d = 0; d < p_.dim_qk; ++d) {
@@ -767,25 +804,40 @@ class FastEngine {
         }
         continue;
       }
-      const int64_t key_stride = heads * dim_qk_padded_, value_stride = heads * dim_v_padded_;
-      keys_.gather(kernels_, b, hk, heads, first, keys, sc.key_sources.data(), sc.keys.get(),
-                   dim_qk_padded_);
-      values_.gather(kernels_, b, hk, heads, first, keys, sc.value_sources.data(), sc.values.get(),
-                     dim_v_padded_);
+      // A tile's K and V rows: where they lie, or gathered into scratch as f32 rows, key by key
+      // and head by head.
+      const float* key_rows = keys_.in_place(b, hk, first, dim_qk_padded_);
+      int64_t key_stride = keys_.key_step(), key_head_step = keys_.head_step();
+      if (key_rows == nullptr) {
+        keys_.gather(kernels_, b, hk, heads, first, keys, sc.key_sources.data(), sc.keys.get(),
+                     dim_qk_padded_);
+        key_rows = sc.keys.get();
+        key_stride = heads * dim_qk_padded_;
+        key_head_step = dim_qk_padded_;
+      }
+      const float* value_rows = values_.in_place(b, hk, first, dim_v_padded_);
+      int64_t value_stride = values_.key_step(), value_head_step = values_.head_step();
+      if (value_rows == nullptr) {
+        values_.gather(kernels_, b, hk, heads, first, keys, sc.value_sources.data(),
+                       sc.values.get(), dim_v_padded_);
+        value_rows = sc.values.get();
+        value_stride = heads * dim_v_padded_;
+        value_head_step = dim_v_padded_;
+      }
       for (int64_t k = 0; k < heads; ++k) {
         const Scratch::Head h = sc.head(k);
         float* scores = sc.scores.get() + r0;
         if (few_rows_) {
-          kernels_.scores_by_dim_lanes(sc.keys.get() + k * dim_qk_padded_, key_stride, keys, h.q,
-                                       rows, dim_qk_padded_, sc.scores.get(), rows_padded_);
+          kernels_.scores_by_dim_lanes(key_rows + k * key_head_step, key_stride, keys, h.q, rows,
+                                       dim_qk_padded_, sc.scores.get(), rows_padded_);
         } else {
-          kernels_.scores_by_row_lanes(sc.keys.get() + k * dim_qk_padded_, key_stride, keys,
-                                       h.q + r0, rows_padded_, row_count, dim_qk_padded_, scores);
+          kernels_.scores_by_row_lanes(key_rows + k * key_head_step, key_stride, keys, h.q + r0,
+                                       rows_padded_, row_count, dim_qk_padded_, scores);
         }
         kernels_.softmax_step(scores, rows_padded_, row_count, keys,
                               all_visible ? nullptr : sc.first.get() + r0, sc.last.get() + r0,
                               h.row_max + r0, h.row_sum + r0, h.rescale + r0);
-        kernels_.accumulate_values(scores, rows_padded_, keys, sc.values.get() + k * dim_v_padded_,
+        kernels_.accumulate_values(scores, rows_padded_, keys, value_rows + k * value_head_step,
                                    value_stride, dim_v_padded_, h.rescale + r0,
                                    std::min(rows, range.end) - r0, h.out + r0 * dim_v_padded_,
                                    dim_v_padded_);
