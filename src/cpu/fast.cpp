@@ -593,8 +593,9 @@ class FastEngine {
   }
 
   void pack_queries(const PackedTile& t, float* q, uint16_t* q_bf16, Scratch& sc) const {
-    constexpr int64_t kAhead = 4;  // rows fetched ahead of the one packed
-    for (int64_t r = 0; r < kAhead; ++r) prefetch_q_row(t, r);
+    // Rows fetched ahead of the one packed; none for the few rows of a decode tile.
+    const int64_t ahead = few_rows_ ? 0 : 4;
+    for (int64_t r = 0; r < ahead; ++r) prefetch_q_row(t, r);  // then row r + ahead with row r
     if (amx_ || bf16_scores_) {
       std::fill(q_bf16, q_bf16 + rows_padded_ * dim_qk_padded_, uint16_t(0));
       const uint16_t sign = amx_ && p_.scale < 0 ? uint16_t(0x8000) : uint16_t(0);
@@ -602,7 +603,7 @@ class FastEngine {
       const TensorView& view = p_.args.q;
       const uint16_t* data = static_cast<const uint16_t*>(view.data);
       for (int64_t r = 0; r < t.rows(); ++r) {
-        prefetch_q_row(t, r + kAhead);
+        if (ahead > 0) prefetch_q_row(t, r + ahead);
         const RowAt at = row_at(t, r);
         const uint16_t* row = data + core::offset_of(view, t.q.b, at.i, at.h, 0);
         uint16_t* out = q_bf16 + r * dim_qk_padded_;
@@ -620,7 +621,7 @@ class FastEngine {
     std::fill(q, q + rows_padded_ * dim_qk_padded_, 0.0f);
     const float factor = p_.scale * kLog2e;
     for (int64_t r = 0; r < t.rows(); ++r) {
-      prefetch_q_row(t, r + kAhead);
+      if (ahead > 0) prefetch_q_row(t, r + ahead);
       const RowAt at = row_at(t, r);
       load_q_row(p_, t.q.b, at.i, at.h, sc.q_row.data());
       for (int64_t d = 0; d < p_.dim_qk; ++d) {
@@ -805,8 +806,9 @@ class FastEngine {
         continue;
       }
       // A tile's K and V rows: where they lie, or gathered into scratch as f32 rows, key by key
-      // and head by head.
-      const float* key_rows = keys_.in_place(b, hk, first, dim_qk_padded_);
+      // and head by head. Few rows (decode) read each row once: gathered in memory order, which
+      // the hardware prefetchers follow, the rows of a head a whole token apart are not.
+      const float* key_rows = few_rows_ ? nullptr : keys_.in_place(b, hk, first, dim_qk_padded_);
       int64_t key_stride = keys_.key_step(), key_head_step = keys_.head_step();
       if (key_rows == nullptr) {
         keys_.gather(kernels_, b, hk, heads, first, keys, sc.key_sources.data(), sc.keys.get(),
@@ -815,7 +817,7 @@ class FastEngine {
         key_stride = heads * dim_qk_padded_;
         key_head_step = dim_qk_padded_;
       }
-      const float* value_rows = values_.in_place(b, hk, first, dim_v_padded_);
+      const float* value_rows = few_rows_ ? nullptr : values_.in_place(b, hk, first, dim_v_padded_);
       int64_t value_stride = values_.key_step(), value_head_step = values_.head_step();
       if (value_rows == nullptr) {
         values_.gather(kernels_, b, hk, heads, first, keys, sc.value_sources.data(),
