@@ -122,6 +122,44 @@ TEST_P(ExactTest, PagedEqualsDense) {
   }
 }
 
+// The fast engine reads a dense f32 cache's tiles where they lie (head dim a multiple of 16, many
+// query rows) and gathers a paged cache's: both give the same bits, contiguous or strided, with
+// GQA, causal masks, kv_len and splits.
+TEST_P(ExactTest, DenseF32ReadInPlaceEqualsPagedGathered) {
+  for (const bool strided : {false, true}) {
+    Spec spec;
+    spec.seed = strided ? 6102 : 6101;
+    spec.batch = 2;
+    spec.seq_q = 40;
+    spec.seq_k = 192;
+    spec.heads_q = 4;
+    spec.heads_kv = 2;
+    spec.dim_qk = 64;
+    spec.dim_v = 32;
+    spec.causal = Causal::bottom_right;
+    spec.kv_len = {192, 150};
+    spec.lse = true;
+    spec.split_kv = 3;
+    spec.tile_m = 16;
+    spec.tile_n = 32;
+    spec.page_size = 32;
+    spec.spare_pages = 1;
+    spec.strided = strided;
+    SCOPED_TRACE(spec.describe());
+    TestProblem paged(spec);
+    const Outputs want = run(paged);
+
+    Spec dense = spec;
+    dense.page_size = 0;
+    dense.spare_pages = 0;
+    ProblemData data = paged.data();
+    data.block_table.clear();
+    data.num_pages = 0;
+    TestProblem p(dense, data);
+    ASSERT_TRUE(outputs_bitwise_equal(want, run(p)));
+  }
+}
+
 // NaN and Inf in every key slot past kv_len and in every page outside the block table.
 TEST_P(ExactTest, PaddingContentsChangeNothing) {
   for (uint64_t seed = 7001; seed <= 7030; ++seed) {
