@@ -23,6 +23,23 @@ class ExactTest : public ::testing::TestWithParam<CpuRunner> {
     EXPECT_TRUE(st.is_ok()) << st.message();
     return p.outputs();
   }
+
+  // `spec` (a paged cache) run as it is, then on the same keys laid out as a dense cache: the same
+  // bits.
+  void expect_paged_equals_dense(const Spec& spec) {
+    SCOPED_TRACE(spec.describe());
+    TestProblem paged(spec);
+    const Outputs want = run(paged);
+
+    Spec dense = spec;
+    dense.page_size = 0;
+    dense.spare_pages = 0;
+    ProblemData data = paged.data();
+    data.block_table.clear();
+    data.num_pages = 0;
+    TestProblem p(dense, data);
+    EXPECT_TRUE(outputs_bitwise_equal(want, run(p)));
+  }
 };
 
 // Every fourth seed has Q, K and V all bf16, the problems of the AMX kernels.
@@ -107,18 +124,7 @@ TEST_P(ExactTest, PagedEqualsDense) {
     spec.seq_k = (spec.seq_k + spec.page_size - 1) / spec.page_size * spec.page_size;
     spec.spare_pages = int64_t(seed % 3);
     for (int32_t& len : spec.kv_len) len = int32_t(std::min<int64_t>(len, spec.seq_k));
-    SCOPED_TRACE(spec.describe());
-    TestProblem paged(spec);
-    const Outputs want = run(paged);
-
-    Spec dense = spec;
-    dense.page_size = 0;
-    dense.spare_pages = 0;
-    ProblemData data = paged.data();
-    data.block_table.clear();
-    data.num_pages = 0;
-    TestProblem p(dense, data);
-    ASSERT_TRUE(outputs_bitwise_equal(want, run(p)));
+    expect_paged_equals_dense(spec);
   }
 }
 
@@ -145,18 +151,7 @@ TEST_P(ExactTest, DenseF32ReadInPlaceEqualsPagedGathered) {
     spec.page_size = 32;
     spec.spare_pages = 1;
     spec.strided = strided;
-    SCOPED_TRACE(spec.describe());
-    TestProblem paged(spec);
-    const Outputs want = run(paged);
-
-    Spec dense = spec;
-    dense.page_size = 0;
-    dense.spare_pages = 0;
-    ProblemData data = paged.data();
-    data.block_table.clear();
-    data.num_pages = 0;
-    TestProblem p(dense, data);
-    ASSERT_TRUE(outputs_bitwise_equal(want, run(p)));
+    expect_paged_equals_dense(spec);
   }
 }
 
