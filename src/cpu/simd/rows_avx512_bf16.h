@@ -186,11 +186,7 @@ void dot_rows4(const Rows& rows, const RowStream& s, const uint16_t* q, int64_t 
   __m512 folds[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),
                      _mm512_setzero_ps()};
   for (int64_t k = 0; k < s.count; k += 2) {
-    prefetch_next(s, k, rows.row_bytes());
-    prefetch_next(s, k + 1, rows.row_bytes());
-    // Past the last key, the last one again: read, never stored.
-    const RowSource& row_a = s.rows[k * s.step];
-    const RowSource& row_b = s.rows[(k + 1 < s.count ? k + 1 : k) * s.step];
+    const auto [row_a, row_b] = key_pair(s, k, rows.row_bytes());
     __m512 acc[8];
     for (__m512& a : acc) a = _mm512_setzero_ps();
     __m512 sum_a = _mm512_setzero_ps(), sum_b = _mm512_setzero_ps();

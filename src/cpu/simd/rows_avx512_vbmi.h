@@ -176,6 +176,19 @@ class Fp8Rows {
   if (row.scales) __builtin_prefetch(row.scales, 0, 2);
 }
 
+// Keys k and k + 1 of a stream, whose rows the score kernels read together (past the last key,
+// the last one again: read, never stored), with the rows at the same positions of the next tile
+// fetched into L2.
+struct KeyPair {
+  const RowSource& a;
+  const RowSource& b;
+};
+[[gnu::always_inline]] inline KeyPair key_pair(const RowStream& s, int64_t k, int64_t bytes) {
+  prefetch_next(s, k, bytes);
+  prefetch_next(s, k + 1, bytes);
+  return {s.rows[k * s.step], s.rows[(k + 1 < s.count ? k + 1 : k) * s.step]};
+}
+
 // For two keys a and b: acc[r] += the products of query row r (q at element d, rows q_stride
 // apart) with a[0..NV), acc[4 + r] with b[0..NV). Each query vector is loaded once for both keys:
 // the loads, not the FMAs, would bound a key alone.
@@ -233,11 +246,7 @@ void score_rows4(const Rows& rows, const RowStream& s, const float* q, int64_t q
   __m512 folds[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),
                      _mm512_setzero_ps()};
   for (int64_t k = 0; k < s.count; k += 2) {
-    prefetch_next(s, k, rows.row_bytes());
-    prefetch_next(s, k + 1, rows.row_bytes());
-    // Past the last key, the last one again: read, never stored.
-    const RowSource& row_a = s.rows[k * s.step];
-    const RowSource& row_b = s.rows[(k + 1 < s.count ? k + 1 : k) * s.step];
+    const auto [row_a, row_b] = key_pair(s, k, rows.row_bytes());
     __m512 acc[8];
     for (__m512& a : acc) a = _mm512_setzero_ps();
     __m512 key_a[4], key_b[4];
