@@ -413,8 +413,9 @@ int main(int argc, char** argv) {
       std::stringstream list(argv[++i]);
       for (std::string name; std::getline(list, name, ',');) {
         const std::optional<DType> t = mxattn::parse_dtype(name);
-        if (!t || !(*t == DType::bf16 || mxattn::is_mx(*t))) {
-          std::cerr << "--kv " << name << ": not bf16 or an MX type\n";
+        if (!t ||
+            !(*t == DType::f32 || *t == DType::f16 || *t == DType::bf16 || mxattn::is_mx(*t))) {
+          std::cerr << "--kv " << name << ": not f32, f16, bf16 or an MX type\n";
           return 2;
         }
         decode_kv.push_back(*t);
@@ -434,14 +435,15 @@ int main(int argc, char** argv) {
         return 2;
       }
     } else {
-      std::cerr << "usage: " << argv[0]
-                << " [--threads N] [--reps N] [--isa "
-                   "portable|avx2|avx512|avx512_vbmi|avx512_bf16|avx512_amx] "
-                   "[--case TEXT]"
-                   " [--decode-keys N] [--kv bf16,e4m3,...] [--hot] [--json FILE]\n"
-                   "  --kv: the K/V types of the decode cases (default bf16,e4m3)\n"
-                   "  --hot: decode reads one KV cache every call (from the caches, not memory),\n"
-                   "         which times the kernels' arithmetic rather than the memory\n";
+      std::cerr
+          << "usage: " << argv[0]
+          << " [--threads N] [--reps N] [--isa "
+             "portable|avx2|avx512|avx512_vbmi|avx512_bf16|avx512_amx] "
+             "[--case TEXT]"
+             " [--decode-keys N] [--kv bf16,e4m3,...] [--hot] [--json FILE]\n"
+             "  --kv: the K/V types of the decode cases: f32, f16, bf16 or MX (default bf16,e4m3)\n"
+             "  --hot: decode reads one KV cache every call (from the caches, not memory),\n"
+             "         which times the kernels' arithmetic rather than the memory\n";
       return 2;
     }
   }
