@@ -278,9 +278,10 @@ class RowGather {
 
   const RowFormat& format() const { return format_; }
 
-  // Whether the few-row kernels that read rows directly take these rows.
+  // Whether the few-row kernels that read rows directly take these rows (f16 only contiguous).
   bool direct() const {
     return format_.elem == RowElem::bf16 ||
+           (format_.elem == RowElem::f16 && format_.elem_stride == 1) ||
            ((format_.elem == RowElem::e4m3 || format_.elem == RowElem::e5m2) &&
             !scales_along_keys_);
   }
@@ -452,7 +453,7 @@ class FastEngine {
         few_rows_(few_rows_per_head(p, split)),
         direct_(few_rows_ && kernels_.scores_from_rows && keys_.direct() && values_.direct()),
         bf16_scores_(direct_ && kernels_.scores_bf16_from_rows && p.args.q.dtype == DType::bf16 &&
-                     keys_.format().elem_stride == 1),
+                     keys_.format().elem_stride == 1 && keys_.format().elem != RowElem::f16),
         amx_(amx_tiles(kernels_, p, split)),
         rows_padded_(round_up(plan_.max_rows, kPad)),
         dim_qk_padded_(round_up(p.dim_qk, bf16_scores_ ? kDotChunk

@@ -130,9 +130,9 @@ struct FastKernels {
                             const float* rescale, int64_t rows, float* out, int64_t out_stride);
 
   // The few-row kernels below read K and V rows where they lie, so no f32 tile is written; null
-  // in the sets without them. They take bf16, E4M3 and E5M2 rows, MX blocks along the row
-  // (scale_span 32), and work on blocks of 32 elements in "even/odd order": within each block,
-  // the 16 even elements, then the 16 odd ones. Their score tile is by rows: s[r * ld + k].
+  // in the sets without them. They take bf16, contiguous f16, E4M3 and E5M2 rows, MX blocks along
+  // the row (scale_span 32), and work on blocks of 32 elements in "even/odd order": within each
+  // block, the 16 even elements, then the 16 odd ones. Their score tile is by rows: s[r * ld + k].
 
   // Like scores_by_dim_lanes, into s by rows, with q [query_rows][q_stride] in even/odd order
   // (64-byte aligned, q_stride a multiple of 32, zero past the row's width; rows past

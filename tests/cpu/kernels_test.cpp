@@ -9,6 +9,7 @@
 #include <cstring>
 #include <vector>
 
+#include "core/float16.h"
 #include "cpu/fast.h"
 #include "cpu/fast_rows.h"
 #include "cpu/runners.h"
@@ -147,6 +148,44 @@ TEST_P(DirectRowDecoding, EveryFp8CodeAndScale) {
                 << "score of query " << i << " and key " << j;
           }
         }
+      }
+    }
+  }
+}
+
+// The same kernels on contiguous f16 rows: every f16 value (NaNs, infinities and subnormals
+// included), as above, key j holding value c0 + j at element j.
+TEST_P(DirectRowDecoding, EveryF16Value) {
+  const cpu::FastKernels& kernels = cpu::fast_kernels(GetParam());
+  constexpr int64_t kKeys = 32, kWidth = 32;
+  alignas(64) float q[kKeys * kWidth] = {};
+  for (int64_t i = 0; i < kKeys; ++i) q[i * kWidth + (i % 2) * 16 + i / 2] = 1.0f;
+  std::vector<float> weights(static_cast<size_t>(kKeys), 1.0f);
+  const float rescale = 1.0f;
+  const cpu::RowTables tables(DType::f16);
+  const cpu::RowFormat format = tables.format(kWidth, 1, 32, 0);
+  std::vector<uint16_t> rows(static_cast<size_t>(kKeys * kWidth));
+  std::vector<cpu::RowSource> sources(static_cast<size_t>(kKeys));
+  for (int c0 = 0; c0 < 65536; c0 += kKeys) {
+    SCOPED_TRACE(::testing::Message() << "values from " << c0);
+    std::fill(rows.begin(), rows.end(), uint16_t(0));
+    for (int64_t j = 0; j < kKeys; ++j) {
+      rows[size_t(j * kWidth + j)] = uint16_t(c0 + j);
+      sources[size_t(j)] = {reinterpret_cast<const uint8_t*>(rows.data() + j * kWidth), nullptr};
+    }
+    const cpu::RowStream stream{sources.data(), kKeys, 1, nullptr, 0};
+    std::vector<float> scores(static_cast<size_t>(kKeys * kKeys));
+    kernels.scores_from_rows(format, stream, q, kWidth, kKeys, scores.data(), kKeys);
+    alignas(64) float out[kWidth] = {};
+    kernels.accumulate_from_rows(format, stream, weights.data(), kKeys, &rescale, 1, out, kWidth);
+    for (int64_t i = 0; i < kKeys; ++i) {
+      const float value = core::f16_to_float(uint16_t(c0 + i));
+      ASSERT_TRUE(same_value(value, out[i], false)) << "output column " << i;
+      for (int64_t j = 0; j < kKeys; ++j) {
+        const float key_value = core::f16_to_float(uint16_t(c0 + j));
+        const float want = i == j ? value : std::isfinite(key_value) ? 0.0f : NAN;
+        ASSERT_TRUE(same_value(want, scores[size_t(i * kKeys + j)], false))
+            << "score of query " << i << " and key " << j;
       }
     }
   }

@@ -1,9 +1,10 @@
-// The few-row kernels of the AVX-512 VBMI set: scores and values read straight from bf16, E4M3 and
-// E5M2 rows, with no f32 tile in between, so a key row costs a few register operations instead
-// of an f32 round trip through the cache.
+// The few-row kernels of the AVX-512 VBMI set: scores and values read straight from bf16, f16,
+// E4M3 and E5M2 rows, with no f32 tile in between, so a key row costs a few register operations
+// instead of an f32 round trip through the cache.
 //
 // A bf16 value is the top half of an f32, so 32 bf16 become two f32 vectors by a shift and a mask:
-// the even elements, then the odd ones. Every row is read in that order, block of 32 by block of
+// the even elements, then the odd ones (f16 takes the same order: each half of the 32-bit lanes
+// narrowed, then converted). Every row is read in that order, block of 32 by block of
 // 32 (the queries and the output columns are permuted the same way), which costs nothing. FP8
 // codes become bf16 first (every E4M3 and E5M2 value is exact in bf16) through two 128-entry byte
 // tables (VBMI permutes). The arithmetic is f32 FMA, which takes f32 queries and weights; the
@@ -46,6 +47,13 @@ constexpr ByteOrder kCodeOrder = natural_after_unpack();
   out[1] = _mm512_castsi512_ps(_mm512_and_si512(w, _mm512_set1_epi32(int32_t(0xffff0000u))));
 }
 
+// 32 f16 (natural order) as f32, in split_bf16's order: the low halves of the 32-bit lanes (the
+// even elements), then the high halves. The conversion is exact.
+[[gnu::always_inline]] inline void split_f16(__m512i w, __m512* out) {
+  out[0] = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(w));
+  out[1] = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(w, 16)));
+}
+
 // FP8 codes to bf16, from RowFormat::code_bf16_bytes.
 class Fp8Decoder {
  public:
@@ -76,29 +84,32 @@ class Fp8Decoder {
 // [d, d + 64) within the row, read_tail for the last width - d < 64 (four vectors, zero past the
 // width).
 
-// Contiguous bf16 rows.
-class Bf16Rows {
+// Contiguous 16-bit rows, bf16 or f16 (Split: split_bf16 or split_f16).
+template <void (*Split)(__m512i, __m512*)>
+class HalfRows {
  public:
-  explicit Bf16Rows(const RowFormat& f) : width_(f.width) {}
+  explicit HalfRows(const RowFormat& f) : width_(f.width) {}
   int64_t width() const { return width_; }
   int64_t row_bytes() const { return width_ * 2; }
 
   [[gnu::always_inline]] void read_chunk(const RowSource& row, int64_t d, __m512* out) const {
     const uint16_t* data = reinterpret_cast<const uint16_t*>(row.data) + d;
-    split_bf16(_mm512_loadu_si512(data), out);
-    split_bf16(_mm512_loadu_si512(data + 32), out + 2);
+    Split(_mm512_loadu_si512(data), out);
+    Split(_mm512_loadu_si512(data + 32), out + 2);
   }
   [[gnu::always_inline]] void read_tail(const RowSource& row, int64_t d, __m512* out) const {
     const uint16_t* data = reinterpret_cast<const uint16_t*>(row.data) + d;
     const int64_t left = width_ - d;
     const uint64_t mask = (uint64_t(1) << left) - 1;
-    split_bf16(_mm512_maskz_loadu_epi16(__mmask32(mask), data), out);
-    split_bf16(_mm512_maskz_loadu_epi16(__mmask32(mask >> 32), data + 32), out + 2);
+    Split(_mm512_maskz_loadu_epi16(__mmask32(mask), data), out);
+    Split(_mm512_maskz_loadu_epi16(__mmask32(mask >> 32), data + 32), out + 2);
   }
 
  private:
   int64_t width_;
 };
+using Bf16Rows = HalfRows<split_bf16>;
+using F16Rows = HalfRows<split_f16>;
 
 // bf16 rows with elements `stride` apart, gathered first.
 class StridedBf16Rows {
@@ -286,7 +297,9 @@ void scores_with(const Rows& rows, const RowStream& stream, const float* q, int6
 
 void scores_from_rows(const RowFormat& f, const RowStream& keys, const float* q, int64_t q_stride,
                       int64_t query_rows, float* scores, int64_t ld) {
-  if (f.elem != RowElem::bf16) {
+  if (f.elem == RowElem::f16) {
+    scores_with(F16Rows(f), keys, q, q_stride, query_rows, scores, ld);
+  } else if (f.elem != RowElem::bf16) {
     scores_with(Fp8Rows(f), keys, q, q_stride, query_rows, scores, ld);
   } else if (f.elem_stride == 1) {
     scores_with(Bf16Rows(f), keys, q, q_stride, query_rows, scores, ld);
@@ -432,7 +445,9 @@ void values_with(const Rows& rows, const RowStream& stream, const float* weights
 void accumulate_from_rows(const RowFormat& f, const RowStream& values, const float* weights,
                           int64_t ld, const float* rescale, int64_t query_rows, float* out,
                           int64_t out_stride) {
-  if (f.elem != RowElem::bf16) {
+  if (f.elem == RowElem::f16) {
+    values_with(F16Rows(f), values, weights, ld, rescale, query_rows, out, out_stride);
+  } else if (f.elem != RowElem::bf16) {
     values_with(Fp8Rows(f), values, weights, ld, rescale, query_rows, out, out_stride);
   } else if (f.elem_stride == 1) {
     values_with(Bf16Rows(f), values, weights, ld, rescale, query_rows, out, out_stride);
