@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <vector>
 
 #include "core/float16.h"
@@ -106,16 +107,41 @@ TEST_P(RowDecoding, ConvertRowsWithOneScalePerElement) {
 // holds code c0 + j at element j and zero codes elsewhere, so that a NaN or an infinity stays in
 // its own column. Query row i is the unit vector of element i: score (i, j) is key j's element i.
 // With every weight 1, output column j is key j's element j plus zeros.
-class DirectRowDecoding : public ::testing::TestWithParam<cpu::SimdIsa> {};
+class DirectRowDecoding : public ::testing::TestWithParam<cpu::SimdIsa> {
+ protected:
+  static constexpr int64_t kKeys = 32, kWidth = 32;
+
+  // scores_from_rows and accumulate_from_rows on the kKeys rows of `sources` (kWidth elements in
+  // `format`), key j holding value_of(j) at element j and zeros elsewhere, against the unit-vector
+  // queries, every weight 1.
+  void expect_unit_results(const cpu::RowFormat& format, const std::vector<cpu::RowSource>& sources,
+                           const std::function<float(int64_t)>& value_of) {
+    const cpu::FastKernels& kernels = cpu::fast_kernels(GetParam());
+    // Even/odd order of the queries: element 2m at m, element 2m + 1 at 16 + m.
+    alignas(64) float q[kKeys * kWidth] = {};
+    for (int64_t i = 0; i < kKeys; ++i) q[i * kWidth + (i % 2) * 16 + i / 2] = 1.0f;
+    const std::vector<float> weights(static_cast<size_t>(kKeys), 1.0f);
+    const float rescale = 1.0f;
+    const cpu::RowStream stream{sources.data(), kKeys, 1, nullptr, 0};
+    std::vector<float> scores(static_cast<size_t>(kKeys * kKeys));
+    kernels.scores_from_rows(format, stream, q, kWidth, kKeys, scores.data(), kKeys);
+    alignas(64) float out[kWidth] = {};
+    kernels.accumulate_from_rows(format, stream, weights.data(), kKeys, &rescale, 1, out, kWidth);
+    for (int64_t i = 0; i < kKeys; ++i) {
+      const float value = value_of(i);
+      ASSERT_TRUE(same_value(value, out[i], false)) << "output column " << i;
+      for (int64_t j = 0; j < kKeys; ++j) {
+        // Off the diagonal, 0 times key j's value: NaN when that is not finite.
+        const float key_value = value_of(j);
+        const float want = i == j ? value : std::isfinite(key_value) ? 0.0f : NAN;
+        ASSERT_TRUE(same_value(want, scores[size_t(i * kKeys + j)], false))
+            << "score of query " << i << " and key " << j;
+      }
+    }
+  }
+};
 
 TEST_P(DirectRowDecoding, EveryFp8CodeAndScale) {
-  const cpu::FastKernels& kernels = cpu::fast_kernels(GetParam());
-  constexpr int64_t kKeys = 32, kWidth = 32;
-  // Even/odd order of the queries: element 2m at m, element 2m + 1 at 16 + m.
-  alignas(64) float q[kKeys * kWidth] = {};
-  for (int64_t i = 0; i < kKeys; ++i) q[i * kWidth + (i % 2) * 16 + i / 2] = 1.0f;
-  std::vector<float> weights(static_cast<size_t>(kKeys), 1.0f);
-  const float rescale = 1.0f;
   for (DType t : {DType::e4m3, DType::e5m2}) {
     SCOPED_TRACE(name_of(t));
     const cpu::RowTables tables(t);
@@ -131,23 +157,10 @@ TEST_P(DirectRowDecoding, EveryFp8CodeAndScale) {
           rows[size_t(j * kWidth + j)] = uint8_t(c0 + j);
           sources[size_t(j)] = {rows.data() + j * kWidth, &block_scale};
         }
-        const cpu::RowStream stream{sources.data(), kKeys, 1, nullptr, 0};
-        std::vector<float> scores(static_cast<size_t>(kKeys * kKeys));
-        kernels.scores_from_rows(format, stream, q, kWidth, kKeys, scores.data(), kKeys);
-        alignas(64) float out[kWidth] = {};
-        kernels.accumulate_from_rows(format, stream, weights.data(), kKeys, &rescale, 1, out,
-                                     kWidth);
-        for (int64_t i = 0; i < kKeys; ++i) {
-          const float value = reference_value(t, uint8_t(c0 + i), block_scale);
-          ASSERT_TRUE(same_value(value, out[i], false)) << "output column " << i;
-          for (int64_t j = 0; j < kKeys; ++j) {
-            // Off the diagonal, 0 times key j's value: NaN when that is not finite.
-            const float key_value = reference_value(t, uint8_t(c0 + j), block_scale);
-            const float want = i == j ? value : std::isfinite(key_value) ? 0.0f : NAN;
-            ASSERT_TRUE(same_value(want, scores[size_t(i * kKeys + j)], false))
-                << "score of query " << i << " and key " << j;
-          }
-        }
+        expect_unit_results(format, sources, [&](int64_t j) {
+          return reference_value(t, uint8_t(c0 + j), block_scale);
+        });
+        if (HasFatalFailure()) return;
       }
     }
   }
@@ -156,12 +169,6 @@ TEST_P(DirectRowDecoding, EveryFp8CodeAndScale) {
 // The same kernels on contiguous f16 rows: every f16 value (NaNs, infinities and subnormals
 // included), as above, key j holding value c0 + j at element j.
 TEST_P(DirectRowDecoding, EveryF16Value) {
-  const cpu::FastKernels& kernels = cpu::fast_kernels(GetParam());
-  constexpr int64_t kKeys = 32, kWidth = 32;
-  alignas(64) float q[kKeys * kWidth] = {};
-  for (int64_t i = 0; i < kKeys; ++i) q[i * kWidth + (i % 2) * 16 + i / 2] = 1.0f;
-  std::vector<float> weights(static_cast<size_t>(kKeys), 1.0f);
-  const float rescale = 1.0f;
   const cpu::RowTables tables(DType::f16);
   const cpu::RowFormat format = tables.format(kWidth, 1, 32, 0);
   std::vector<uint16_t> rows(static_cast<size_t>(kKeys * kWidth));
@@ -173,21 +180,9 @@ TEST_P(DirectRowDecoding, EveryF16Value) {
       rows[size_t(j * kWidth + j)] = uint16_t(c0 + j);
       sources[size_t(j)] = {reinterpret_cast<const uint8_t*>(rows.data() + j * kWidth), nullptr};
     }
-    const cpu::RowStream stream{sources.data(), kKeys, 1, nullptr, 0};
-    std::vector<float> scores(static_cast<size_t>(kKeys * kKeys));
-    kernels.scores_from_rows(format, stream, q, kWidth, kKeys, scores.data(), kKeys);
-    alignas(64) float out[kWidth] = {};
-    kernels.accumulate_from_rows(format, stream, weights.data(), kKeys, &rescale, 1, out, kWidth);
-    for (int64_t i = 0; i < kKeys; ++i) {
-      const float value = core::f16_to_float(uint16_t(c0 + i));
-      ASSERT_TRUE(same_value(value, out[i], false)) << "output column " << i;
-      for (int64_t j = 0; j < kKeys; ++j) {
-        const float key_value = core::f16_to_float(uint16_t(c0 + j));
-        const float want = i == j ? value : std::isfinite(key_value) ? 0.0f : NAN;
-        ASSERT_TRUE(same_value(want, scores[size_t(i * kKeys + j)], false))
-            << "score of query " << i << " and key " << j;
-      }
-    }
+    expect_unit_results(format, sources,
+                        [&](int64_t j) { return core::f16_to_float(uint16_t(c0 + j)); });
+    if (HasFatalFailure()) return;
   }
 }
 
@@ -201,17 +196,17 @@ TEST_P(DirectRowDecoding, EveryF16Value) {
 TEST_P(DirectRowDecoding, EveryFp8CodeAndScaleAsBf16DotProducts) {
   const cpu::FastKernels& kernels = cpu::fast_kernels(GetParam());
   if (!kernels.scores_bf16_from_rows) GTEST_SKIP() << "no bf16 dot products in this set";
-  constexpr int64_t kKeys = 32, kWidth = 256, kBlocks = kWidth / 32;
+  constexpr int64_t kDotWidth = 256, kBlocks = kDotWidth / 32;
   const auto element_of = [](int64_t j) { return 8 * j + j % 8; };
   for (DType t : {DType::e4m3, DType::e5m2}) {
     SCOPED_TRACE(name_of(t));
     const cpu::RowTables tables(t);
-    const cpu::RowFormat format = tables.format(kWidth, 1, 32, 1);
-    alignas(64) uint16_t q[kKeys * kWidth] = {};
+    const cpu::RowFormat format = tables.format(kDotWidth, 1, 32, 1);
+    alignas(64) uint16_t q[kKeys * kDotWidth] = {};
     for (int64_t i = 0; i < kKeys; ++i) {
-      q[i * kWidth + cpu::bf16_dot_position(format.elem, element_of(i))] = 0x3f80;  // 1.0
+      q[i * kDotWidth + cpu::bf16_dot_position(format.elem, element_of(i))] = 0x3f80;  // 1.0
     }
-    std::vector<uint8_t> rows(static_cast<size_t>(kKeys * kWidth));
+    std::vector<uint8_t> rows(static_cast<size_t>(kKeys * kDotWidth));
     std::vector<uint8_t> scales(static_cast<size_t>(kKeys * kBlocks));
     std::vector<cpu::RowSource> sources(static_cast<size_t>(kKeys));
     for (int scale = 0; scale < 256; ++scale) {
@@ -219,15 +214,16 @@ TEST_P(DirectRowDecoding, EveryFp8CodeAndScaleAsBf16DotProducts) {
         SCOPED_TRACE(::testing::Message() << "scales from " << scale << " codes from " << c0);
         std::fill(rows.begin(), rows.end(), uint8_t(0));
         for (int64_t j = 0; j < kKeys; ++j) {
-          rows[size_t(j * kWidth + element_of(j))] = uint8_t(c0 + j);
+          rows[size_t(j * kDotWidth + element_of(j))] = uint8_t(c0 + j);
           for (int64_t b = 0; b < kBlocks; ++b) {
             scales[size_t(j * kBlocks + b)] = uint8_t((scale + 37 * b) % 256);
           }
-          sources[size_t(j)] = {rows.data() + j * kWidth, scales.data() + j * kBlocks};
+          sources[size_t(j)] = {rows.data() + j * kDotWidth, scales.data() + j * kBlocks};
         }
         const cpu::RowStream stream{sources.data(), kKeys, 1, nullptr, 0};
         std::vector<float> scores(static_cast<size_t>(kKeys * kKeys));
-        kernels.scores_bf16_from_rows(format, stream, q, kWidth, kKeys, 1.0f, scores.data(), kKeys);
+        kernels.scores_bf16_from_rows(format, stream, q, kDotWidth, kKeys, 1.0f, scores.data(),
+                                      kKeys);
         for (int64_t j = 0; j < kKeys; ++j) {
           const uint8_t code = uint8_t(c0 + j);
           const uint8_t block_scale = scales[size_t(j * kBlocks + element_of(j) / 32)];
