@@ -300,8 +300,7 @@ class RowGather {
   // dim is contiguous and `width` long (the kernels' padded width: no padding to fill). Null where
   // the rows must be gathered. A dense cache's tile is then read where it lies, not copied first.
   const float* in_place(int64_t b, int64_t hk, int64_t first, int64_t width) const {
-    const int64_t dim = view_ == &p_.args.v ? p_.dim_v : p_.dim_qk;
-    if (p_.paged || view_->dtype != DType::f32 || view_->stride[3] != 1 || dim != width) {
+    if (p_.paged || view_->dtype != DType::f32 || view_->stride[3] != 1 || format_.width != width) {
       return nullptr;
     }
     return static_cast<const float*>(view_->data) + core::offset_of(*view_, b, first, hk, 0);
@@ -575,10 +574,6 @@ class FastEngine {
     }
   }
 
-  // Q rows of the tile, times scale * log2(e): row-major for the few-row kernels (in even/odd
-  // order for those that read K rows directly), else transposed. The AMX kernels take them bf16
-  // row-major, negated where the scale is negative (exact), and scale the scores by |scale|;
-  // scores_bf16_from_rows bf16 as given, in its order, and scales the scores by scale * log2(e).
   // Fetches query row r of tile t towards the caches, when it is one contiguous run. A head's rows
   // lie a token apart, each on a page of its own, where no hardware prefetcher goes ahead.
   [[gnu::always_inline]] void prefetch_q_row(const PackedTile& t, int64_t r) const {
@@ -593,6 +588,10 @@ class FastEngine {
     __builtin_prefetch(row + bytes - 1);
   }
 
+  // Q rows of the tile, times scale * log2(e): row-major for the few-row kernels (in even/odd
+  // order for those that read K rows directly), else transposed. The AMX kernels take them bf16
+  // row-major, negated where the scale is negative (exact), and scale the scores by |scale|;
+  // scores_bf16_from_rows bf16 as given, in its order, and scales the scores by scale * log2(e).
   void pack_queries(const PackedTile& t, float* q, uint16_t* q_bf16, Scratch& sc) const {
     // Rows fetched ahead of the one packed; none for the few rows of a decode tile.
     const int64_t ahead = few_rows_ ? 0 : 4;
