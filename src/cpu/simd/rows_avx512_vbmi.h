@@ -286,6 +286,21 @@ void score_rows4(const Rows& rows, const RowStream& s, const float* q, int64_t q
   }
 }
 
+// Calls fn with the row reader of format f: f16, FP8, contiguous or strided bf16 rows. The one
+// place a RowFormat picks its reader, for the score and the value kernels alike.
+template <class Fn>
+void with_rows(const RowFormat& f, Fn&& fn) {
+  if (f.elem == RowElem::f16) {
+    fn(F16Rows(f));
+  } else if (f.elem != RowElem::bf16) {
+    fn(Fp8Rows(f));
+  } else if (f.elem_stride == 1) {
+    fn(Bf16Rows(f));
+  } else {
+    fn(StridedBf16Rows(f));
+  }
+}
+
 template <class Rows>
 void scores_with(const Rows& rows, const RowStream& stream, const float* q, int64_t q_stride,
                  int64_t query_rows, float* scores, int64_t ld) {
@@ -297,15 +312,8 @@ void scores_with(const Rows& rows, const RowStream& stream, const float* q, int6
 
 void scores_from_rows(const RowFormat& f, const RowStream& keys, const float* q, int64_t q_stride,
                       int64_t query_rows, float* scores, int64_t ld) {
-  if (f.elem == RowElem::f16) {
-    scores_with(F16Rows(f), keys, q, q_stride, query_rows, scores, ld);
-  } else if (f.elem != RowElem::bf16) {
-    scores_with(Fp8Rows(f), keys, q, q_stride, query_rows, scores, ld);
-  } else if (f.elem_stride == 1) {
-    scores_with(Bf16Rows(f), keys, q, q_stride, query_rows, scores, ld);
-  } else {
-    scores_with(StridedBf16Rows(f), keys, q, q_stride, query_rows, scores, ld);
-  }
+  with_rows(
+      f, [&](const auto& rows) { scores_with(rows, keys, q, q_stride, query_rows, scores, ld); });
 }
 
 // The online softmax step of softmax_step (kernels.h), one row at a time with the keys in the
@@ -445,15 +453,9 @@ void values_with(const Rows& rows, const RowStream& stream, const float* weights
 void accumulate_from_rows(const RowFormat& f, const RowStream& values, const float* weights,
                           int64_t ld, const float* rescale, int64_t query_rows, float* out,
                           int64_t out_stride) {
-  if (f.elem == RowElem::f16) {
-    values_with(F16Rows(f), values, weights, ld, rescale, query_rows, out, out_stride);
-  } else if (f.elem != RowElem::bf16) {
-    values_with(Fp8Rows(f), values, weights, ld, rescale, query_rows, out, out_stride);
-  } else if (f.elem_stride == 1) {
-    values_with(Bf16Rows(f), values, weights, ld, rescale, query_rows, out, out_stride);
-  } else {
-    values_with(StridedBf16Rows(f), values, weights, ld, rescale, query_rows, out, out_stride);
-  }
+  with_rows(f, [&](const auto& rows) {
+    values_with(rows, values, weights, ld, rescale, query_rows, out, out_stride);
+  });
 }
 
 }  // namespace
