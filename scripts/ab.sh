@@ -6,14 +6,17 @@
 # ratio to the first.
 #
 # Usage (device tool; carry [".ab"] for worktrees, and ".deps" for --bench prefill):
-#   bash scripts/ab.sh [--bench decode|prefill] [--rounds N] [--tests FILTER] \
+#   bash scripts/ab.sh [--bench decode|prefill|cpu] [--rounds N] [--tests FILTER] \
 #     NAME=DIR[@VAR=VALUE,...] [...] -- BENCH_ARGS
 # DIR: a source tree (`.` for this one, or a worktree under the ignored .ab/, e.g. made with
 # `git worktree add --detach .ab/early wip/narrow-early-v`); entries with the same DIR share one
 # build. @VAR=VALUE,...: environment variables for that entry's runs (e.g.
 # `lazy=.@CUDA_MODULE_LOADING=LAZY`). BENCH_ARGS go to mxattn_decode_bench (e.g. --shapes 128k,B8
 # --kvs e4m3,e2m1) or mxattn_prefill_bench (e.g. --dense --dims 128,256). The decode build leaves the
-# prefill engine out, so it takes under a minute. Logs and JSON are packed into $OUT/ab_results.tgz
+# prefill engine out, so it takes under a minute. --bench cpu builds without CUDA and times
+# mxattn_bench_cpu (BENCH_ARGS e.g. --threads 2 --case prefill) pinned to the cores in CPU_PIN
+# (default 0,1); its --tests is a ctest regex over the CPU suite (`.` for all of it), which builds
+# every target of each tree. Logs and JSON are packed into $OUT/ab_results.tgz
 # (OUT defaults to ./out).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -50,9 +53,12 @@ case "$bench" in
           cutlass="$ROOT/.no-cutlass" ;;
   prefill) targets="mxattn_prefill_bench"; test_bin="mxattn_prefill_tests"
            cutlass="$ROOT/.deps/cutlass/include" ;;
-  *) echo "--bench: decode or prefill" >&2; exit 2 ;;
+  cpu) targets="mxattn_bench_cpu"; test_bin="" ;;
+  *) echo "--bench: decode, prefill or cpu" >&2; exit 2 ;;
 esac
-[ -n "$tests" ] && targets="$targets $test_bin"
+if [ -n "$tests" ]; then
+  if [ "$bench" = cpu ]; then targets=""; else targets="$targets $test_bin"; fi
+fi
 
 # One build per distinct tree, named by the first entry that uses it.
 declare -A build_of
@@ -68,10 +74,13 @@ jobs=$(( $(nproc) / ${#builds[@]} ))
 [ "$jobs" -ge 1 ] || jobs=1
 build_one() {
   local dir="$1" build="$2" log="$3"
+  local config=(-DMXATTN_CUDA=OFF)
+  [ "$bench" = cpu ] || config=(-DCMAKE_CUDA_ARCHITECTURES=90a -DMXATTN_CUDA=ON
+    -DMXATTN_CUTLASS_DIR="$cutlass")
   {
-    cmake -S "$dir" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90a \
-      -DMXATTN_CUDA=ON -DMXATTN_BENCH=ON -DMXATTN_CUTLASS_DIR="$cutlass" &&
-      cmake --build "$build" -j "$jobs" --target $targets
+    cmake -S "$dir" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMXATTN_BENCH=ON \
+      "${config[@]}" &&
+      cmake --build "$build" -j "$jobs" ${targets:+--target $targets}
   } >"$log" 2>&1
 }
 start=$(date +%s)
@@ -103,15 +112,29 @@ run_entry() {
 if [ -n "$tests" ]; then
   for d in "${builds[@]}"; do
     echo "== tests $(basename "${build_of[$d]}") ($tests)"
+    if [ "$bench" = cpu ]; then
+      ctest --test-dir "${build_of[$d]}" -LE gpu -R "$tests" -j "$(nproc)" --timeout 200 2>&1 |
+        tail -8
+      continue
+    fi
     timeout 300 "${build_of[$d]}/tests/cuda/$test_bin" --gtest_filter="$tests" --gtest_brief=1 2>&1 |
       tail -15
   done
 fi
 
+bench_program() {
+  local build="$1"
+  if [ "$bench" = cpu ]; then
+    echo taskset -c "${CPU_PIN:-0,1}" "$build/bench/mxattn_bench_cpu"
+  else
+    echo "$build/bench/cuda/mxattn_${bench}_bench"
+  fi
+}
 for r in $(seq 1 "$rounds"); do
   for i in "${!names[@]}"; do
     name="${names[$i]}"
-    run_entry "$i" timeout 200 "${build_of[${dirs[$i]}]}/bench/cuda/mxattn_${bench}_bench" \
+    # shellcheck disable=SC2046
+    run_entry "$i" timeout 200 $(bench_program "${build_of[${dirs[$i]}]}") \
       "${bench_args[@]}" --json "$LOGS/${name}_$r.json" >"$LOGS/${name}_$r.log" 2>&1 || {
       echo "bench $name round $r failed"; tail -5 "$LOGS/${name}_$r.log"; }
   done
@@ -127,7 +150,11 @@ for name in names:
         if not os.path.exists(path):
             continue
         data = json.load(open(path))
-        if bench == "decode":
+        if bench == "cpu":
+            for row in data["cases"]:
+                times.setdefault((row["name"], row["kind"]), {}).setdefault(name, []).append(
+                    row["median_ms"])
+        elif bench == "decode":
             probe.setdefault(name, []).append(data["probe_gbps"])
             for row in data["results"]:
                 times.setdefault((row["shape"], row["kv"]), {}).setdefault(name, []).append(row["us"])
@@ -141,12 +168,12 @@ for name in names:
 if probe:
     print("probe GB/s: " + ", ".join(f"{n} {statistics.median(p):.0f}" for n, p in probe.items()))
 unit = "us" if bench == "decode" else "ms"
-head = f"{'shape':22} {'kind':6}" + "".join(f" {n[:12]:>12}" for n in names)
+head = f"{'shape':26} {'kind':6}" + "".join(f" {n[:12]:>12}" for n in names)
 head += "".join(f" {('x ' + n)[:9]:>9}" for n in names[1:])
 print(head + f"   (median {unit} of all runs; x: first entry's time / this entry's)")
 for key, per in times.items():
     med = {n: statistics.median(v) for n, v in per.items()}
-    line = f"{key[0]:22} {key[1]:6}" + "".join(f" {med.get(n, float('nan')):12.3f}" for n in names)
+    line = f"{key[0]:26} {key[1]:6}" + "".join(f" {med.get(n, float('nan')):12.3f}" for n in names)
     base = med.get(names[0])
     for n in names[1:]:
         line += f" {base / med[n]:9.3f}" if base and n in med else f" {'n/a':>9}"
