@@ -301,9 +301,7 @@ class Runner {
       std::cerr << c_.name << ": " << st.message() << "\n";
       std::exit(1);
     }
-    const mxattn::core::SplitParams split =
-        mxattn::core::resolve_split(p, mxattn::cpu::kTileM, mxattn::cpu::kTileN);
-    mxattn::cpu::run_fast_with(isa_, p, split, threads_);
+    mxattn::cpu::run_fast_with(isa_, p, mxattn::cpu::split_params(p), threads_);
     return seconds_since(t0) * 1e3;
   }
 

@@ -185,7 +185,7 @@ int print_plan(const workload::Config& config, int64_t max_tiles, const workload
     std::fprintf(stderr, "mxattn plan: %s\n", st.message().c_str());
     return 2;
   }
-  const core::SplitParams s = core::resolve_split(p, cpu::kTileM, cpu::kTileN);
+  const core::SplitParams s = cpu::split_params(p);
   std::printf("problem: %s\n", w.describe().c_str());
   std::printf("plan:    tile_m=%lld rows, tile_n=%lld keys, split_kv=%s",
               static_cast<long long>(s.tile_m), static_cast<long long>(s.tile_n),

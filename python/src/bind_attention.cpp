@@ -22,6 +22,7 @@ struct EngineChoice {
   Engine engine = Engine::cpu_fast;
   int64_t tile_m = cpu::kTileM;  // the engine's default tiles, which shape its split plan
   int64_t tile_n = cpu::kTileN;
+  int64_t auto_target = cpu::kAutoTarget;  // split_kv auto: key tiles per split
 };
 
 // "auto" follows the tensors: the CUDA engine on a GPU, the fast CPU engine on the host.
@@ -43,14 +44,15 @@ EngineChoice choose_engine(const std::string& name, Placement where) {
     if (!where.on_gpu) {
       throw nb::value_error("engine 'cuda' needs the tensors on a GPU; they are on the host");
     }
-    return {engine, cuda::kDefaultTileM, cuda::kDefaultTileN};
+    return {engine, cuda::kDefaultTileM, cuda::kDefaultTileN,
+            core::SplitParams{}.target_tiles_per_split};
   }
   if (where.on_gpu) {
     throw nb::value_error(
         ("engine '" + name + "' reads host memory but the tensors are on " + where.describe())
             .c_str());
   }
-  return {engine, cpu::kTileM, cpu::kTileN};
+  return {engine, cpu::kTileM, cpu::kTileN, cpu::kAutoTarget};
 }
 
 // Validates the call as it will run, with stand-in outputs where the caller has not set them yet:
@@ -80,7 +82,8 @@ nb::tuple shape_tuple(std::initializer_list<int64_t> dims) {
 nb::dict output_shapes(const CallArgs& call, const std::string& engine) {
   const EngineChoice choice = choose_engine(engine, call.placement());
   const core::Problem p = validated(call);
-  const core::SplitParams split = core::resolve_split(p, choice.tile_m, choice.tile_n);
+  const core::SplitParams split =
+      core::resolve_split(p, choice.tile_m, choice.tile_n, choice.auto_target);
   nb::dict d;
   d["o"] = shape_tuple({p.batch, p.seq_q, p.heads_q, p.dim_v});
   d["lse"] = shape_tuple({p.batch, p.heads_q, p.seq_q});
@@ -123,7 +126,8 @@ nb::dict describe_split(const core::QueryTile& q, int64_t split, int64_t tile_n)
 nb::dict split_plan(const CallArgs& call, const std::string& engine) {
   const EngineChoice choice = choose_engine(engine, call.placement());
   const core::Problem p = validated(call);
-  const core::SplitParams s = core::resolve_split(p, choice.tile_m, choice.tile_n);
+  const core::SplitParams s =
+      core::resolve_split(p, choice.tile_m, choice.tile_n, choice.auto_target);
   nb::list tiles;
   const int64_t per_head = core::query_tiles_per_head(p, s);
   // Heads share one partition unless the sparse layout differs per head.

@@ -32,7 +32,7 @@ Status attention(const AttentionArgs& args, const RunOptions& options) {
       return Status::unsupported("engine: this build of mxattn has no CUDA engine");
 #endif
     case Engine::cpu_reference: {
-      const core::SplitParams split = core::resolve_split(p, cpu::kTileM, cpu::kTileN);
+      const core::SplitParams split = cpu::split_params(p);
       if (Status st = core::validate_partial_slots(args, core::partial_slots(p, split)); !st)
         return st;
       cpu::run_reference(p, split);
@@ -40,7 +40,7 @@ Status attention(const AttentionArgs& args, const RunOptions& options) {
     }
     case Engine::automatic:
     case Engine::cpu_fast: {
-      const core::SplitParams split = core::resolve_split(p, cpu::kTileM, cpu::kTileN);
+      const core::SplitParams split = cpu::split_params(p);
       if (Status st = core::validate_partial_slots(args, core::partial_slots(p, split)); !st)
         return st;
       cpu::run_fast(p, split, options.threads);

@@ -102,7 +102,7 @@ TEST_P(ExactTest, AllPresentSparseLayoutEqualsDense) {
     // The dense run uses the tiles the sparse plan settled on, so both share one partition.
     core::Problem problem;
     ASSERT_TRUE(core::validate_problem(sparse.args(), &problem).is_ok());
-    const core::SplitParams tiles = core::resolve_split(problem, cpu::kTileM, cpu::kTileN);
+    const core::SplitParams tiles = cpu::split_params(problem);
     Spec dense = spec;
     dense.block_q = dense.block_k = 0;
     dense.tile_m = int32_t(tiles.tile_m);

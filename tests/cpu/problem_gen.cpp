@@ -340,6 +340,8 @@ Spec random_spec(uint64_t seed, const SpecRange& range) {
   if (range.split) {
     const double r = rng.real(0.0, 1.0);
     s.split_kv = r < 0.5 ? 1 : r < 0.75 ? int32_t(rng.uniform(2, 8)) : 0;
+    // The engines' own auto target splits only long runs; a small one splits these short ones.
+    if (s.split_kv == 0 && rng.chance(0.5)) s.auto_target = int32_t(rng.uniform(1, 4));
     s.tile_m = rng.pick<int32_t>({0, 1, 4, 16, 64});
     s.tile_n = rng.pick<int32_t>({0, 8, 16, 32, 64});
     s.early_exit = rng.chance(0.3);
@@ -534,7 +536,7 @@ void TestProblem::build() {
     // The plan decides how many slots auto needs; without a valid problem, the most auto may use.
     core::Problem p;
     if (core::validate_problem(a, &p)) {
-      slots_ = core::partial_slots(p, core::resolve_split(p, cpu::kTileM, cpu::kTileN));
+      slots_ = core::partial_slots(p, cpu::split_params(p));
     } else {
       slots_ = s.split_kv > 0 ? s.split_kv : core::SplitParams{}.max_splits;
     }
@@ -567,7 +569,7 @@ Status TestProblem::run_fast_with(cpu::SimdIsa isa, int threads) {
   poison_outputs();
   core::Problem p;
   if (Status st = core::validate_problem(args_, &p); !st) return st;
-  const core::SplitParams split = core::resolve_split(p, cpu::kTileM, cpu::kTileN);
+  const core::SplitParams split = cpu::split_params(p);
   if (Status st = core::validate_partial_slots(args_, core::partial_slots(p, split)); !st) {
     return st;
   }

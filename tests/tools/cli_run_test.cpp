@@ -106,12 +106,12 @@ TEST(CliRun, PlanShowsThePinnedCountsAndTheAutoTarget) {
       "plan --seq-len-q 1 --seq-len-k 8192 --num-heads-q 1 --num-heads-kv 1 --split-kv auto";
   const CommandResult engine = run_cli(dir, auto_split);
   EXPECT_EQ(engine.exit_code, 0) << engine.err;
-  EXPECT_NE(engine.out.find("(8 key tiles per split"), std::string::npos) << engine.out;
-  EXPECT_NE(engine.out.find("128 key tiles, split_kv 16"), std::string::npos) << engine.out;
-  const CommandResult given = run_cli(dir, auto_split + " --split-target 32");
+  EXPECT_NE(engine.out.find("(32 key tiles per split"), std::string::npos) << engine.out;
+  EXPECT_NE(engine.out.find("128 key tiles, split_kv 4"), std::string::npos) << engine.out;
+  const CommandResult given = run_cli(dir, auto_split + " --split-target 8");
   EXPECT_EQ(given.exit_code, 0) << given.err;
-  EXPECT_NE(given.out.find("(32 key tiles per split"), std::string::npos) << given.out;
-  EXPECT_NE(given.out.find("128 key tiles, split_kv 4"), std::string::npos) << given.out;
+  EXPECT_NE(given.out.find("(8 key tiles per split"), std::string::npos) << given.out;
+  EXPECT_NE(given.out.find("128 key tiles, split_kv 16"), std::string::npos) << given.out;
 
   const CommandResult negative = run_cli(dir, auto_split + " --split-target -1");
   EXPECT_EQ(negative.exit_code, 2);
