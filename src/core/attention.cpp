@@ -31,19 +31,18 @@ Status attention(const AttentionArgs& args, const RunOptions& options) {
 #else
       return Status::unsupported("engine: this build of mxattn has no CUDA engine");
 #endif
-    case Engine::cpu_reference: {
-      const core::SplitParams split = cpu::split_params(p);
-      if (Status st = core::validate_partial_slots(args, core::partial_slots(p, split)); !st)
-        return st;
-      cpu::run_reference(p, split);
-      return Status::ok();
-    }
+    case Engine::cpu_reference:
     case Engine::automatic:
     case Engine::cpu_fast: {
+      // Both CPU engines share one split partition, so their partials compare split by split.
       const core::SplitParams split = cpu::split_params(p);
       if (Status st = core::validate_partial_slots(args, core::partial_slots(p, split)); !st)
         return st;
-      cpu::run_fast(p, split, options.threads);
+      if (engine == Engine::cpu_reference) {
+        cpu::run_reference(p, split);
+      } else {
+        cpu::run_fast(p, split, options.threads);
+      }
       return Status::ok();
     }
   }
