@@ -122,19 +122,16 @@ if [ -n "$tests" ]; then
   done
 fi
 
-bench_program() {
-  local build="$1"
-  if [ "$bench" = cpu ]; then
-    echo taskset -c "${CPU_PIN:-0,1}" "$build/bench/mxattn_bench_cpu"
-  else
-    echo "$build/bench/cuda/mxattn_${bench}_bench"
-  fi
-}
 for r in $(seq 1 "$rounds"); do
   for i in "${!names[@]}"; do
     name="${names[$i]}"
-    # shellcheck disable=SC2046
-    run_entry "$i" timeout 200 $(bench_program "${build_of[${dirs[$i]}]}") \
+    build="${build_of[${dirs[$i]}]}"
+    if [ "$bench" = cpu ]; then
+      program=(taskset -c "${CPU_PIN:-0,1}" "$build/bench/mxattn_bench_cpu")
+    else
+      program=("$build/bench/cuda/mxattn_${bench}_bench")
+    fi
+    run_entry "$i" timeout 200 "${program[@]}" \
       "${bench_args[@]}" --json "$LOGS/${name}_$r.json" >"$LOGS/${name}_$r.log" 2>&1 || {
       echo "bench $name round $r failed"; tail -5 "$LOGS/${name}_$r.log"; }
   done
