@@ -2,8 +2,10 @@
 // read K and V rows where they lie, src/cpu/simd/rows_avx512_*.h), each on its own and as one
 // decode step, with every row in the L1/L2 caches: what a key costs in arithmetic alone, apart
 // from memory. One GQA group of 4 query rows against kKeys keys of one head, D = 128, for bf16 and
-// E4M3 rows, in every kernel set this CPU runs that has them. Counters: ns per key (per key and
-// head: one call covers the group's 4 rows). A table on stdout; JSON with
+// E4M3 rows, in every kernel set this CPU runs that has them. The rows lie either one after the
+// other (heads1: all in L1) or as one head of a BSHD cache of 8 KV heads (heads8: rows 8 apart, as
+// the decode benchmark's cache, in L2 once L1's few sets for that stride are full). Counters: ns
+// per key (per key and head: one call covers the group's 4 rows). A table on stdout; JSON with
 //   mxattn_bench_cpu_kernels --benchmark_out=kernels.json --benchmark_out_format=json
 #include <benchmark/benchmark.h>
 
@@ -56,12 +58,12 @@ int64_t rows_bytes(DType kv) {
 // kernels' state: what direct_step in fast.cpp hands the kernels for one head and one key tile.
 class DecodeTile {
  public:
-  DecodeTile(DType kv, cpu::SimdIsa isa)
+  DecodeTile(DType kv, cpu::SimdIsa isa, int64_t heads)
       : kernels_(cpu::fast_kernels(isa)),
         tables_(kv),
         format_(tables_.format(kDim, 1, 32, 1)),
-        keys_(rows_bytes(kv)),
-        values_(rows_bytes(kv)),
+        keys_(rows_bytes(kv) * heads),
+        values_(rows_bytes(kv) * heads),
         scales_(2 * kKeys * kDim / 32),
         q_(kRows * kQStride),
         scores_(kRows * kLd),
@@ -70,10 +72,10 @@ class DecodeTile {
     for (uint8_t* rows : {keys_.data, values_.data}) {
       if (kv == DType::bf16) {
         auto* words = reinterpret_cast<uint16_t*>(rows);
-        for (int64_t i = 0; i < kKeys * kDim; ++i) words[i] = random_bf16(s);
+        for (int64_t i = 0; i < kKeys * kDim * heads; ++i) words[i] = random_bf16(s);
       } else {
         // E4M3 codes with magnitudes below 0x7f (0x7f and 0xff are NaN).
-        for (int64_t i = 0; i < rows_bytes(kv); ++i)
+        for (int64_t i = 0; i < rows_bytes(kv) * heads; ++i)
           rows[i] = uint8_t(next_random(s) % 0xffu) & 0xfeu;
       }
     }
@@ -81,8 +83,9 @@ class DecodeTile {
     for (int64_t i = 0; i < kRows * kQStride; ++i) q_.data[i] = random_bf16(s);
     const int64_t row_bytes = rows_bytes(kv) / kKeys;
     for (int64_t k = 0; k < kKeys; ++k) {
-      key_rows_.push_back({keys_.data + k * row_bytes, scales_.data + k * kDim / 32});
-      value_rows_.push_back({values_.data + k * row_bytes, scales_.data + (kKeys + k) * kDim / 32});
+      key_rows_.push_back({keys_.data + k * heads * row_bytes, scales_.data + k * kDim / 32});
+      value_rows_.push_back(
+          {values_.data + k * heads * row_bytes, scales_.data + (kKeys + k) * kDim / 32});
     }
     for (int64_t r = 0; r < kRows; ++r) {
       row_max_[r] = -1e30f;
@@ -125,8 +128,9 @@ class DecodeTile {
 
 enum class Part { scores, softmax, values, step };
 
-void BM_DecodeKernel(benchmark::State& state, cpu::SimdIsa isa, DType kv, Part part) {
-  DecodeTile tile(kv, isa);
+void BM_DecodeKernel(benchmark::State& state, cpu::SimdIsa isa, DType kv, Part part,
+                     int64_t heads) {
+  DecodeTile tile(kv, isa, heads);
   if (!tile.supported()) {
     state.SkipWithError("this kernel set has no few-row bf16 kernels");
     return;
@@ -164,11 +168,13 @@ void register_all() {
   for (const cpu::SimdIsa isa : cpu::supported_isas()) {
     if (isa != cpu::SimdIsa::avx512_bf16 && isa != cpu::SimdIsa::avx512_amx) continue;
     for (const DType kv : {DType::bf16, DType::e4m3}) {
-      for (int part = 0; part < 4; ++part) {
-        const std::string name = "decode_" + std::string(part_names[part]) + "/" +
-                                 std::string(cpu::isa_name(isa)) + "/" +
-                                 std::string(mxattn::name_of(kv));
-        benchmark::RegisterBenchmark(name.c_str(), BM_DecodeKernel, isa, kv, Part(part));
+      for (const int64_t heads : {1, 8}) {
+        for (int part = 0; part < 4; ++part) {
+          const std::string name =
+              "decode_" + std::string(part_names[part]) + "/" + std::string(cpu::isa_name(isa)) +
+              "/" + std::string(mxattn::name_of(kv)) + "/heads" + std::to_string(heads);
+          benchmark::RegisterBenchmark(name.c_str(), BM_DecodeKernel, isa, kv, Part(part), heads);
+        }
       }
     }
   }

@@ -187,55 +187,59 @@ TEST_P(DirectRowDecoding, EveryF16Value) {
 }
 
 // scores_bf16_from_rows, in the sets that have it: bf16 unit-vector queries against FP8 keys of
-// one code each, as above, over rows of 256 elements (two chunks of 128) whose eight blocks have
-// different scales, so that each block's scale must reach its own elements. Key j holds code
-// c0 + j at element 8 j + j % 8 (block j / 4); query row i is the unit vector of element
-// 8 i + i % 8. The block scales multiply the block sums, so off the diagonal a score is NaN only
-// where a code or a scale of its key is (an overflowing code times scale gives 0 there, as in
-// the f64 reference), and a NaN scale makes its whole block NaN, zero codes included.
+// one code each, as above, over rows of 256 elements (two chunks of 128) and of 128 (one chunk,
+// which the kernels take with the queries held in registers), whose blocks have different
+// scales, so that each block's scale must reach its own elements. With n = width / 32, key j
+// holds code c0 + j at element n j + j % n (block j n / 32); query row i is the unit vector of
+// element n i + i % n. The block scales multiply the block sums, so off the diagonal a score is
+// NaN only where a code or a scale of its key is (an overflowing code times scale gives 0 there,
+// as in the f64 reference), and a NaN scale makes its whole block NaN, zero codes included.
 TEST_P(DirectRowDecoding, EveryFp8CodeAndScaleAsBf16DotProducts) {
   const cpu::FastKernels& kernels = cpu::fast_kernels(GetParam());
   if (!kernels.scores_bf16_from_rows) GTEST_SKIP() << "no bf16 dot products in this set";
-  constexpr int64_t kDotWidth = 256, kBlocks = kDotWidth / 32;
-  const auto element_of = [](int64_t j) { return 8 * j + j % 8; };
-  for (DType t : {DType::e4m3, DType::e5m2}) {
-    SCOPED_TRACE(name_of(t));
-    const cpu::RowTables tables(t);
-    const cpu::RowFormat format = tables.format(kDotWidth, 1, 32, 1);
-    alignas(64) uint16_t q[kKeys * kDotWidth] = {};
-    for (int64_t i = 0; i < kKeys; ++i) {
-      q[i * kDotWidth + cpu::bf16_dot_position(format.elem, element_of(i))] = 0x3f80;  // 1.0
-    }
-    std::vector<uint8_t> rows(static_cast<size_t>(kKeys * kDotWidth));
-    std::vector<uint8_t> scales(static_cast<size_t>(kKeys * kBlocks));
-    std::vector<cpu::RowSource> sources(static_cast<size_t>(kKeys));
-    for (int scale = 0; scale < 256; ++scale) {
-      for (int c0 = 0; c0 < 256; c0 += kKeys) {
-        SCOPED_TRACE(::testing::Message() << "scales from " << scale << " codes from " << c0);
-        std::fill(rows.begin(), rows.end(), uint8_t(0));
-        for (int64_t j = 0; j < kKeys; ++j) {
-          rows[size_t(j * kDotWidth + element_of(j))] = uint8_t(c0 + j);
-          for (int64_t b = 0; b < kBlocks; ++b) {
-            scales[size_t(j * kBlocks + b)] = uint8_t((scale + 37 * b) % 256);
+  constexpr int64_t kMaxWidth = 256;
+  for (const int64_t width : {int64_t(256), int64_t(128)}) {
+    const int64_t blocks = width / 32, spacing = blocks;
+    const auto element_of = [&](int64_t j) { return spacing * j + j % spacing; };
+    for (DType t : {DType::e4m3, DType::e5m2}) {
+      SCOPED_TRACE(::testing::Message() << name_of(t) << ", rows of " << width);
+      const cpu::RowTables tables(t);
+      const cpu::RowFormat format = tables.format(width, 1, 32, 1);
+      alignas(64) uint16_t q[kKeys * kMaxWidth] = {};
+      for (int64_t i = 0; i < kKeys; ++i) {
+        q[i * width + cpu::bf16_dot_position(format.elem, element_of(i))] = 0x3f80;  // 1.0
+      }
+      std::vector<uint8_t> rows(static_cast<size_t>(kKeys * width));
+      std::vector<uint8_t> scales(static_cast<size_t>(kKeys * blocks));
+      std::vector<cpu::RowSource> sources(static_cast<size_t>(kKeys));
+      for (int scale = 0; scale < 256; ++scale) {
+        for (int c0 = 0; c0 < 256; c0 += kKeys) {
+          SCOPED_TRACE(::testing::Message() << "scales from " << scale << " codes from " << c0);
+          std::fill(rows.begin(), rows.end(), uint8_t(0));
+          for (int64_t j = 0; j < kKeys; ++j) {
+            rows[size_t(j * width + element_of(j))] = uint8_t(c0 + j);
+            for (int64_t b = 0; b < blocks; ++b) {
+              scales[size_t(j * blocks + b)] = uint8_t((scale + 37 * b) % 256);
+            }
+            sources[size_t(j)] = {rows.data() + j * width, scales.data() + j * blocks};
           }
-          sources[size_t(j)] = {rows.data() + j * kDotWidth, scales.data() + j * kBlocks};
-        }
-        const cpu::RowStream stream{sources.data(), kKeys, 1, nullptr, 0};
-        std::vector<float> scores(static_cast<size_t>(kKeys * kKeys));
-        kernels.scores_bf16_from_rows(format, stream, q, kDotWidth, kKeys, 1.0f, scores.data(),
-                                      kKeys);
-        for (int64_t j = 0; j < kKeys; ++j) {
-          const uint8_t code = uint8_t(c0 + j);
-          const uint8_t block_scale = scales[size_t(j * kBlocks + element_of(j) / 32)];
-          bool nan_scale = false;
-          for (int64_t b = 0; b < kBlocks; ++b) {
-            nan_scale = nan_scale || scales[size_t(j * kBlocks + b)] == 0xff;
-          }
-          for (int64_t i = 0; i < kKeys; ++i) {
-            float want = i == j ? reference_value(t, code, block_scale) : 0.0f;
-            if (nan_scale || (i != j && !std::isfinite(mx::decode(t, code)))) want = NAN;
-            ASSERT_TRUE(same_value(want, scores[size_t(i * kKeys + j)], false))
-                << "score of query " << i << " and key " << j;
+          const cpu::RowStream stream{sources.data(), kKeys, 1, nullptr, 0};
+          std::vector<float> scores(static_cast<size_t>(kKeys * kKeys));
+          kernels.scores_bf16_from_rows(format, stream, q, width, kKeys, 1.0f, scores.data(),
+                                        kKeys);
+          for (int64_t j = 0; j < kKeys; ++j) {
+            const uint8_t code = uint8_t(c0 + j);
+            const uint8_t block_scale = scales[size_t(j * blocks + element_of(j) / 32)];
+            bool nan_scale = false;
+            for (int64_t b = 0; b < blocks; ++b) {
+              nan_scale = nan_scale || scales[size_t(j * blocks + b)] == 0xff;
+            }
+            for (int64_t i = 0; i < kKeys; ++i) {
+              float want = i == j ? reference_value(t, code, block_scale) : 0.0f;
+              if (nan_scale || (i != j && !std::isfinite(mx::decode(t, code)))) want = NAN;
+              ASSERT_TRUE(same_value(want, scores[size_t(i * kKeys + j)], false))
+                  << "score of query " << i << " and key " << j;
+            }
           }
         }
       }
