@@ -8,7 +8,8 @@
 #   python         pip install . (CUDA build) and the pytest suite with PyTorch CUDA tensors
 #   dist           the NCCL backend with one rank end to end, and its all-to-all beside attention
 #   cpu_bench      the fast CPU engine beside PyTorch's CPU SDPA, 2 threads, same CPU: prefill
-#                  in alternating rounds (bench/cpu_vs_torch.py; CPU_ROUNDS, default 5)
+#                  in alternating rounds (bench/cpu_vs_torch.py; CPU_ROUNDS, default 5); then
+#                  the decode by thread count (bench/cpu_decode_threads.py; CPU_DECODE_THREADS)
 #   ncu            Nsight Compute on one prefill launch per head dim (not run by default;
 #                  NCU_DIMS: the head dims, NCU_CLOCKS: base or none, NCU_CAUSAL=1: causal,
 #                  NCU_SPLIT: split_kv, default 1 as in the benchmark)
@@ -149,6 +150,12 @@ section_cpu_bench() {
     --json "$WORK/cpu_vs_torch.json" --plot "$WORK/cpu_vs_torch.png" || return 1
   PYTHONUNBUFFERED=1 timeout 100 taskset -c 0,1 python3 bench/torch_sdpa_cpu.py --threads 2 \
     --case decode --json "$WORK/torch_sdpa_cpu.json"
+  # Decode by thread count (CPU_DECODE_THREADS): where it turns bound by memory, and MXFP8's
+  # speedup over bf16 at each count.
+  PYTHONUNBUFFERED=1 timeout 240 python3 bench/cpu_decode_threads.py \
+    --bench "$BUILD/bench/mxattn_bench_cpu" --threads "${CPU_DECODE_THREADS:-1,2,4,8}" \
+    --rounds 2 --reps 3 --json "$WORK/cpu_decode_threads.json" \
+    --plot "$WORK/cpu_decode_threads.png"
 }
 
 # Nsight Compute on one launch of the prefill kernel per head dim (B1 H32 S4096 bf16, non-causal):
@@ -287,6 +294,12 @@ if cpu:
         a = t.get(r["name"])
         print(f"  {r['name']:24} {r['median_ms']:9.2f} ms {r['percent_of_ceiling']:5.1f}% of ceiling"
               + (f"  torch {a['median_ms']:9.2f} ms  x{a['median_ms'] / r['median_ms']:.2f}" if a else ""))
+sweep = load("cpu_decode_threads.json")
+if sweep:
+    print("cpu decode by threads (medians of rounds): threads, bf16 ms, E4M3 ms, read GB/s, bf16 % of read, MXFP8 x")
+    for r in sweep["summary"]:
+        print(f"  {r['threads']:3d} {r.get('bf16_ms', 0):8.2f} {r.get('e4m3_ms', 0):8.2f} {r.get('read_gbs', 0):7.1f}"
+              f" {r.get('bf16_percent_of_read', 0):6.1f}% {r['mxfp8_speedup']:5.2f}x ({r['mxfp8_speedup_alternated']:.2f}x alternated)")
 alt = load("cpu_vs_torch.json")
 if alt:
     print(f"cpu prefill beside torch, {alt['rounds']} alternating rounds (medians; torch/ours):")
