@@ -226,8 +226,9 @@ void dot_rows4(const Rows& rows, const RowStream& s, const uint16_t* q, int64_t 
 }
 
 // dot_rows4 for rows of at most kDotChunk elements, the 4 x 4 query vectors held in registers
-// for every key: on Zen 4 a 512-bit load takes about two cycles of the L1's bandwidth, which made
-// the query loads (two of them a dot product, four keys' worth of bytes) bound the kernel.
+// for every key: on Zen 4 dot products fed by 512-bit loads ran at half the rate of ones fed from
+// registers, so dot_rows4's query loads (one for every two dot products) bound it
+// (docs/design.md).
 template <class Rows>
 void dot_rows4_held(const Rows& rows, const RowStream& s, const uint16_t* q, int64_t q_stride,
                     float factor, float* scores, int64_t ld) {
