@@ -5,6 +5,7 @@
 // back. The arithmetic lives in the kernel sets of fast_kernels.h; this file gathers rows, plans
 // the work and writes the results.
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <memory>
@@ -474,11 +475,24 @@ class FastEngine {
     piece_lse_ = zeroed_floats(plan_.piece_slots * plan_.max_rows);
     const int64_t items = int64_t(plan_.items.size());
     const int64_t merges = int64_t(plan_.merges.size());
+    // Items are taken one at a time as threads come free. With the direct-row kernels (decode) a
+    // thread claims its next item when it starts one, so that the last tile of an item fetches
+    // the first of the next (which a thread otherwise reads without a fetch ahead); at the end
+    // that can leave one claimed item waiting while another thread has none, so other plans claim
+    // as they finish.
+    std::atomic<int64_t> next_item{0};
+    const auto claim = [&] { return next_item.fetch_add(1, std::memory_order_relaxed); };
 #pragma omp parallel num_threads(threads_)
     {
       Scratch scratch(scratch_shape());
-#pragma omp for schedule(dynamic, 1)
-      for (int64_t i = 0; i < items; ++i) run_item(plan_.items[size_t(i)], scratch);
+      int64_t i = claim();
+      while (i < items) {
+        const int64_t following = direct_ ? claim() : items;
+        run_item(plan_.items[size_t(i)], scratch,
+                 following < items ? &plan_.items[size_t(following)] : nullptr);
+        i = direct_ ? following : claim();
+      }
+#pragma omp barrier
 #pragma omp for schedule(dynamic, 1)
       for (int64_t m = 0; m < merges; ++m) merge_pieces(plan_.merges[size_t(m)], scratch);
     }
@@ -725,7 +739,31 @@ class FastEngine {
     kernels_.attend_bf16(step);
   }
 
-  void run_item(const WorkItem& item, Scratch& sc) const {
+  // Keys [first, last] of key-tile position pos of tile t that some row of it sees; none when
+  // last < first. Keys outside [lo(first row), hi(last row)] are seen by no row of the tile.
+  struct KeySpan {
+    int64_t first = 0, last = -1;
+  };
+  KeySpan key_span(const PackedTile& t, int64_t pos) const {
+    const int64_t tile_first = t.q.key_tile(pos) * split_.tile_n;
+    return {std::max(tile_first, t.q.vis.lo(t.q.row_first)),
+            std::min(tile_first + split_.tile_n - 1, t.q.vis.hi(t.q.row_last))};
+  }
+
+  // The first key span of `item` with a key some row sees (none when no tile has one).
+  KeySpan first_span(const WorkItem& item) const {
+    const PackedTile& lead = plan_.tiles[size_t(plan_.groups[size_t(item.group)].first)];
+    for (int64_t pos = item.first; pos < item.first + item.count; ++pos) {
+      const KeySpan span = key_span(lead, pos);
+      if (span.first <= span.last) return span;
+    }
+    return {};
+  }
+
+  // Runs `item`; `following`, the item this thread takes next (or null), has its first tile
+  // fetched during this item's last, where the direct-row kernels run and its group has as many
+  // heads.
+  void run_item(const WorkItem& item, Scratch& sc, const WorkItem* following) const {
     const TileGroup& g = plan_.groups[size_t(item.group)];
     // The tiles of a group differ only in their heads.
     const PackedTile& lead = plan_.tiles[size_t(g.first)];
@@ -739,17 +777,8 @@ class FastEngine {
       std::fill(h.row_max, h.row_max + rows_padded_, -INFINITY);
       std::fill(h.row_sum, h.row_sum + rows_padded_, 0.0f);
     }
-    // Keys outside [lo(first row), hi(last row)] are seen by no row of the tile: never read.
-    const int64_t tile_lo = vis.lo(lead.q.row_first), tile_hi = vis.hi(lead.q.row_last);
-    // Keys [first, last] of key-tile position pos; none when last < first.
-    struct KeySpan {
-      int64_t first, last;
-    };
-    const auto span_at = [&](int64_t pos) {
-      const int64_t tile_first = lead.q.key_tile(pos) * split_.tile_n;
-      return KeySpan{std::max(tile_first, tile_lo),
-                     std::min(tile_first + split_.tile_n - 1, tile_hi)};
-    };
+    // Keys no row of the tile sees are never read.
+    const auto span_at = [&](int64_t pos) { return key_span(lead, pos); };
     const int64_t end = item.first + item.count;
     const int64_t heads = g.count;
     const int64_t b = lead.q.b, hk = lead.kv_head;
@@ -788,6 +817,17 @@ class FastEngine {
           const KeySpan next = span_at(next_pos);
           next_keys = next.last - next.first + 1;
           locate(b, hk, heads, next.first, next_keys, sc.next_key_sources, sc.next_value_sources);
+        } else if (following != nullptr) {
+          const TileGroup& fg = plan_.groups[size_t(following->group)];
+          const KeySpan next = first_span(*following);
+          if (fg.count == heads && next.first <= next.last) {
+            const PackedTile& fl = plan_.tiles[size_t(fg.first)];
+            locate(fl.q.b, fl.kv_head, heads, next.first, next.last - next.first + 1,
+                   sc.next_key_sources, sc.next_value_sources);
+            // Fetched only: the next item locates its own rows again.
+            direct_step(sc, heads, keys, next.last - next.first + 1, rows, all_visible);
+            continue;
+          }
         }
         direct_step(sc, heads, keys, next_keys, rows, all_visible);
         if (next_keys > 0) {
