@@ -750,14 +750,10 @@ class FastEngine {
             std::min(tile_first + split_.tile_n - 1, t.q.vis.hi(t.q.row_last))};
   }
 
-  // The first key span of `item` with a key some row sees (none when no tile has one).
-  KeySpan first_span(const WorkItem& item) const {
-    const PackedTile& lead = plan_.tiles[size_t(plan_.groups[size_t(item.group)].first)];
-    for (int64_t pos = item.first; pos < item.first + item.count; ++pos) {
-      const KeySpan span = key_span(lead, pos);
-      if (span.first <= span.last) return span;
-    }
-    return {};
+  // The first position of [pos, end) whose key span has a key some row of t sees; end if none.
+  int64_t next_visible(const PackedTile& t, int64_t pos, int64_t end) const {
+    while (pos < end && key_span(t, pos).last < key_span(t, pos).first) ++pos;
+    return pos;
   }
 
   // Runs `item`; `following`, the item this thread takes next (or null), has its first tile
@@ -811,25 +807,27 @@ class FastEngine {
       }
       if (direct_) {
         if (located != pos) locate(b, hk, heads, first, keys, sc.key_sources, sc.value_sources);
-        int64_t next_pos = pos + 1, next_keys = 0;
-        while (next_pos < end && span_at(next_pos).last < span_at(next_pos).first) ++next_pos;
+        // next_keys: keys of this item's next tile; fetch_keys: those the step fetches, the
+        // next tile's or, after the last, the first tile of the following item (fetched only:
+        // that item locates its own rows again).
+        const int64_t next_pos = next_visible(lead, pos + 1, end);
+        int64_t next_keys = 0, fetch_keys = 0;
         if (next_pos < end) {
           const KeySpan next = span_at(next_pos);
-          next_keys = next.last - next.first + 1;
+          next_keys = fetch_keys = next.last - next.first + 1;
           locate(b, hk, heads, next.first, next_keys, sc.next_key_sources, sc.next_value_sources);
-        } else if (following != nullptr) {
-          const TileGroup& fg = plan_.groups[size_t(following->group)];
-          const KeySpan next = first_span(*following);
-          if (fg.count == heads && next.first <= next.last) {
-            const PackedTile& fl = plan_.tiles[size_t(fg.first)];
-            locate(fl.q.b, fl.kv_head, heads, next.first, next.last - next.first + 1,
-                   sc.next_key_sources, sc.next_value_sources);
-            // Fetched only: the next item locates its own rows again.
-            direct_step(sc, heads, keys, next.last - next.first + 1, rows, all_visible);
-            continue;
+        } else if (following != nullptr && plan_.groups[size_t(following->group)].count == heads) {
+          const PackedTile& fl = plan_.tiles[size_t(plan_.groups[size_t(following->group)].first)];
+          const int64_t fpos =
+              next_visible(fl, following->first, following->first + following->count);
+          if (fpos < following->first + following->count) {
+            const KeySpan next = key_span(fl, fpos);
+            fetch_keys = next.last - next.first + 1;
+            locate(fl.q.b, fl.kv_head, heads, next.first, fetch_keys, sc.next_key_sources,
+                   sc.next_value_sources);
           }
         }
-        direct_step(sc, heads, keys, next_keys, rows, all_visible);
+        direct_step(sc, heads, keys, fetch_keys, rows, all_visible);
         if (next_keys > 0) {
           std::swap(sc.key_sources, sc.next_key_sources);
           std::swap(sc.value_sources, sc.next_value_sources);
