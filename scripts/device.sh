@@ -296,10 +296,10 @@ if cpu:
               + (f"  torch {a['median_ms']:9.2f} ms  x{a['median_ms'] / r['median_ms']:.2f}" if a else ""))
 sweep = load("cpu_decode_threads.json")
 if sweep:
-    print("cpu decode by threads (medians of rounds): threads, bf16 ms, E4M3 ms, read GB/s, bf16 % of read, MXFP8 x")
-    for r in sweep["summary"]:
-        print(f"  {r['threads']:3d} {r.get('bf16_ms', 0):8.2f} {r.get('e4m3_ms', 0):8.2f} {r.get('read_gbs', 0):7.1f}"
-              f" {r.get('bf16_percent_of_read', 0):6.1f}% {r['mxfp8_speedup']:5.2f}x ({r['mxfp8_speedup_alternated']:.2f}x alternated)")
+    sys.path.insert(0, "bench")
+    from cpu_decode_threads import print_table
+    print("cpu decode by threads (medians of rounds):")
+    print_table(sweep["summary"])
 alt = load("cpu_vs_torch.json")
 if alt:
     print(f"cpu prefill beside torch, {alt['rounds']} alternating rounds (medians; torch/ours):")
