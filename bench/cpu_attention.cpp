@@ -6,7 +6,8 @@
 // made at the same moment: this machine's bandwidth moves by up to 2x within minutes.
 //
 //   mxattn_bench_cpu [--threads N] [--reps N]
-//                    [--isa portable|avx2|avx512|avx512_vbmi|avx512_bf16|avx512_amx]
+//                    [--isa portable|avx2|avx512|avx512_vbmi|avx512_bf16|avx512_amx|
+//                           avx512_amx_emulated]
 //                    [--case TEXT] [--decode-keys N] [--kv bf16,e4m3,...] [--hot] [--json FILE]
 // --case runs only the cases whose name contains TEXT.
 #include <omp.h>
@@ -442,7 +443,7 @@ int main(int argc, char** argv) {
     } else if (arg == "--isa" && has_value) {
       const std::string name = argv[++i];
       bool found = false;
-      for (mxattn::cpu::SimdIsa s : mxattn::cpu::supported_isas()) {
+      for (mxattn::cpu::SimdIsa s : mxattn::cpu::checked_isas()) {
         if (mxattn::cpu::isa_name(s) == name) isa = s, found = true;
       }
       if (!found) {
@@ -453,7 +454,7 @@ int main(int argc, char** argv) {
       std::cerr
           << "usage: " << argv[0]
           << " [--threads N] [--reps N] [--isa "
-             "portable|avx2|avx512|avx512_vbmi|avx512_bf16|avx512_amx] "
+             "portable|avx2|avx512|avx512_vbmi|avx512_bf16|avx512_amx|avx512_amx_emulated] "
              "[--case TEXT]"
              " [--decode-keys N] [--kv bf16,e4m3,...] [--hot] [--json FILE]\n"
              "  --kv: the K/V types of the decode cases: f32, f16, bf16 or MX (default bf16,e4m3)\n"

@@ -6,6 +6,7 @@
 // the work and writes the results.
 #include <algorithm>
 #include <atomic>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <memory>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "core/combine.h"
+#include "core/float16.h"
 #include "core/plan.h"
 #include "cpu/engines.h"
 #include "cpu/fast.h"
@@ -125,10 +127,39 @@ bool few_rows_per_head(const core::Problem& p, const core::SplitParams& split) {
   return std::min(split.tile_m, p.seq_q) <= kFewRows;
 }
 
-// Whether the many-row tiles run on the AMX kernels: the set has them and Q, K and V are bf16.
+// The bf16 parts the AMX kernels split a value of type t into (Bf16TileStep); 0: none (MX).
+int bf16_parts(DType t) {
+  switch (t) {
+    case DType::bf16:
+      return 1;
+    case DType::f16:
+      return 2;
+    case DType::f32:
+      return 3;
+    default:
+      return 0;
+  }
+}
+
+// Whether the many-row tiles run on the AMX kernels: the set has them and Q, K and V are f32, f16
+// or bf16.
 bool amx_tiles(const FastKernels& kernels, const core::Problem& p, const core::SplitParams& split) {
-  return kernels.attend_bf16 && !few_rows_per_head(p, split) && p.args.q.dtype == DType::bf16 &&
-         p.args.k.dtype == DType::bf16 && p.args.v.dtype == DType::bf16;
+  return kernels.attend_bf16 && !few_rows_per_head(p, split) && bf16_parts(p.args.q.dtype) > 0 &&
+         bf16_parts(p.args.k.dtype) > 0 && bf16_parts(p.args.v.dtype) > 0;
+}
+
+// Part 0 of x truncated to bf16, each next part the rest truncated again, the last rounded
+// (Bf16TileStep): x is their sum, exactly for 3 parts.
+void split_bf16(float x, int parts, uint16_t* const* out, int64_t at) {
+  for (int i = 0; i < parts; ++i) {
+    const uint32_t bits = std::bit_cast<uint32_t>(x);
+    if (i + 1 == parts) {
+      out[i][at] = core::float_to_bf16(x);
+      return;
+    }
+    out[i][at] = uint16_t(bits >> 16);
+    x -= std::bit_cast<float>(bits & 0xffff0000u);
+  }
 }
 
 // GQA packing and KV-head groups need every head to have the same key tiles: always true dense,
@@ -364,6 +395,8 @@ struct ScratchShape {
   bool row_tiles = true;      // f32 K and V tiles (not when the kernels read the rows directly)
   bool bf16_tiles = false;    // the AMX kernels' operands and scratch
   bool bf16_queries = false;  // bf16 queries (the AMX kernels, scores_bf16_from_rows)
+  // The AMX kernels' bf16 parts of Q, K, V and the weights (Bf16TileStep).
+  int q_parts = 1, key_parts = 1, value_parts = 1, weight_parts = 2;
   int64_t keys_padded() const { return round_up(tile_n, kTileBf16); }  // tile_n: keys per step
 };
 
@@ -385,12 +418,20 @@ class Scratch {
         q_(zeroed_floats(s.heads * s.rows_padded * s.dim_qk_padded)),
         out_(zeroed_floats(s.heads * s.rows_padded * s.dim_v_padded)),
         row_state_(zeroed_floats(s.heads * s.rows_padded * kRowArrays)),
-        bf16_q_(zeroed<uint16_t>(s.bf16_queries ? s.heads * s.rows_padded * s.dim_qk_padded : 0)),
-        packed_keys(zeroed<uint32_t>(s.bf16_tiles ? s.dim_qk_padded / 2 * s.keys_padded() : 0)),
-        packed_values(zeroed<uint32_t>(s.bf16_tiles ? s.keys_padded() / 2 * s.dim_v_padded : 0)),
-        block_scores(zeroed_floats(s.bf16_tiles ? kAmxBlockRows * s.keys_padded() : 0)),
-        weights_high(zeroed<uint16_t>(s.bf16_tiles ? kAmxBlockRows * s.keys_padded() : 0)),
-        weights_low(zeroed<uint16_t>(s.bf16_tiles ? kAmxBlockRows * s.keys_padded() : 0)) {}
+        bf16_q_(zeroed<uint16_t>(
+            s.bf16_queries ? s.q_parts * s.heads * s.rows_padded * s.dim_qk_padded : 0)),
+        block_scores(zeroed_floats(s.bf16_tiles ? kAmxBlockRows * s.keys_padded() : 0)) {
+    if (!s.bf16_tiles) return;
+    for (int i = 0; i < s.key_parts; ++i) {
+      packed_keys[i] = zeroed<uint32_t>(s.dim_qk_padded / 2 * s.keys_padded());
+    }
+    for (int i = 0; i < s.value_parts; ++i) {
+      packed_values[i] = zeroed<uint32_t>(s.keys_padded() / 2 * s.dim_v_padded);
+    }
+    for (int i = 0; i < s.weight_parts; ++i) {
+      weights[i] = zeroed<uint16_t>(kAmxBlockRows * s.keys_padded());
+    }
+  }
 
   // The queries and softmax state of head k of a group: rows_padded rows each.
   struct Head {
@@ -412,10 +453,11 @@ class Scratch {
             state + 3 * rows};
   }
 
-  // Head k's queries as bf16, for the AMX kernels and scores_bf16_from_rows: rows_padded rows
-  // of dim_qk_padded.
-  uint16_t* bf16_queries(int64_t k) {
-    return bf16_q_.get() + k * shape_.rows_padded * shape_.dim_qk_padded;
+  // Head k's queries as bf16 (part `part` of the AMX kernels' parts), for the AMX kernels and
+  // scores_bf16_from_rows: rows_padded rows of dim_qk_padded.
+  uint16_t* bf16_queries(int64_t k, int part = 0) {
+    const int64_t size = shape_.rows_padded * shape_.dim_qk_padded;
+    return bf16_q_.get() + (part * shape_.heads + k) * size;
   }
 
  private:
@@ -433,10 +475,11 @@ class Scratch {
   Aligned<uint16_t> bf16_q_;
 
  public:
-  // The AMX kernels' K and V operands of the current tile and head, and their scratch.
-  Aligned<uint32_t> packed_keys, packed_values;
+  // The AMX kernels' K and V operands of the current tile and head (a part each), and their
+  // scratch.
   Floats block_scores;
-  Aligned<uint16_t> weights_high, weights_low;
+  Aligned<uint32_t> packed_keys[kMaxBf16Parts], packed_values[kMaxBf16Parts];
+  Aligned<uint16_t> weights[kMaxBf16Parts];
 };
 
 class FastEngine {
@@ -515,6 +558,12 @@ class FastEngine {
     s.row_tiles = !direct_ && !amx_;
     s.bf16_tiles = amx_;
     s.bf16_queries = amx_ || bf16_scores_;
+    if (amx_) {
+      s.q_parts = bf16_parts(p_.args.q.dtype);
+      s.key_parts = bf16_parts(p_.args.k.dtype);
+      s.value_parts = bf16_parts(p_.args.v.dtype);
+      s.weight_parts = weight_parts();
+    }
     return s;
   }
 
@@ -602,14 +651,39 @@ class FastEngine {
     __builtin_prefetch(row + bytes - 1);
   }
 
+  // The AMX kernels' weights: 16 bits (2 parts) against bf16 values, 24 (3) against f32 and f16.
+  int weight_parts() const {
+    return p_.args.v.dtype == DType::bf16 ? 2 : 3;
+  }
+
   // Q rows of the tile, times scale * log2(e): row-major for the few-row kernels (in even/odd
-  // order for those that read K rows directly), else transposed. The AMX kernels take them bf16
-  // row-major, negated where the scale is negative (exact), and scale the scores by |scale|;
-  // scores_bf16_from_rows bf16 as given, in its order, and scales the scores by scale * log2(e).
-  void pack_queries(const PackedTile& t, float* q, uint16_t* q_bf16, Scratch& sc) const {
+  // order for those that read K rows directly), else transposed. The AMX kernels take Q as given,
+  // negated where the scale is negative (exact), as bf16 parts (bf16 Q as it is), row-major, head
+  // k's in sc.bf16_queries(k, part), and scale the scores by |scale|; scores_bf16_from_rows
+  // takes bf16 Q as given, in its order, and scales the scores by scale * log2(e).
+  void pack_queries(const PackedTile& t, int64_t k, float* q, Scratch& sc) const {
+    uint16_t* q_bf16 = sc.bf16_queries(k);
     // Rows fetched ahead of the one packed; none for the few rows of a decode tile.
     const int64_t ahead = few_rows_ ? 0 : 4;
     for (int64_t r = 0; r < ahead; ++r) prefetch_q_row(t, r);  // then row r + ahead with row r
+    const int q_parts = bf16_parts(p_.args.q.dtype);
+    if (amx_ && q_parts > 1) {
+      uint16_t* parts[kMaxBf16Parts];
+      for (int i = 0; i < q_parts; ++i) {
+        parts[i] = sc.bf16_queries(k, i);
+        std::fill(parts[i], parts[i] + rows_padded_ * dim_qk_padded_, uint16_t(0));
+      }
+      const float sign = p_.scale < 0 ? -1.0f : 1.0f;
+      for (int64_t r = 0; r < t.rows(); ++r) {
+        prefetch_q_row(t, r + ahead);
+        const RowAt at = row_at(t, r);
+        load_q_row(p_, t.q.b, at.i, at.h, sc.q_row.data());
+        for (int64_t d = 0; d < p_.dim_qk; ++d) {
+          split_bf16(sc.q_row[size_t(d)] * sign, q_parts, parts, r * dim_qk_padded_ + d);
+        }
+      }
+      return;
+    }
     if (amx_ || bf16_scores_) {
       std::fill(q_bf16, q_bf16 + rows_padded_ * dim_qk_padded_, uint16_t(0));
       const uint16_t sign = amx_ && p_.scale < 0 ? uint16_t(0x8000) : uint16_t(0);
@@ -710,22 +784,30 @@ class FastEngine {
   void amx_step(Scratch& sc, int64_t k, int64_t heads, int64_t keys, int64_t r0, int64_t row_count,
                 bool all_visible) const {
     const int64_t keys_padded = round_up(std::max(split_.tile_n, kAmxStepKeys), kTileBf16);
-    kernels_.pack_bf16_keys(keys_.format(), sc.key_sources.data() + k, heads, keys, keys_padded,
-                            dim_qk_padded_, sc.packed_keys.get());
-    kernels_.pack_bf16_values(values_.format(), sc.value_sources.data() + k, heads, keys,
-                              dim_v_padded_, sc.packed_values.get());
-    const Scratch::Head h = sc.head(k);
     Bf16TileStep step;
-    step.q = sc.bf16_queries(k) + r0 * dim_qk_padded_;
+    step.q_parts = bf16_parts(p_.args.q.dtype);
+    step.key_parts = bf16_parts(p_.args.k.dtype);
+    step.value_parts = bf16_parts(p_.args.v.dtype);
+    step.weight_parts = weight_parts();
+    uint32_t* key_parts[kMaxBf16Parts] = {};
+    uint32_t* value_parts[kMaxBf16Parts] = {};
+    for (int i = 0; i < step.key_parts; ++i) step.keys[i] = key_parts[i] = sc.packed_keys[i].get();
+    for (int i = 0; i < step.value_parts; ++i) {
+      step.values[i] = value_parts[i] = sc.packed_values[i].get();
+    }
+    kernels_.pack_bf16_keys(keys_.format(), sc.key_sources.data() + k, heads, keys, keys_padded,
+                            dim_qk_padded_, step.key_parts, key_parts);
+    kernels_.pack_bf16_values(values_.format(), sc.value_sources.data() + k, heads, keys,
+                              dim_v_padded_, step.value_parts, value_parts);
+    const Scratch::Head h = sc.head(k);
+    for (int i = 0; i < step.q_parts; ++i) step.q[i] = sc.bf16_queries(k, i) + r0 * dim_qk_padded_;
     step.q_stride = dim_qk_padded_;
     step.row_count = row_count;
-    step.keys = sc.packed_keys.get();
-    step.values = sc.packed_values.get();
     step.key_count = keys;
     step.keys_padded = keys_padded;
     step.dim_qk_padded = dim_qk_padded_;
     step.dim_v_padded = dim_v_padded_;
-    step.score_scale = std::fabs(p_.scale) * kLog2e;
+    step.score_scale = std::fabs(p_.scale) * kLog2e;  // Q comes negated for a negative scale
     step.first = all_visible ? nullptr : sc.first.get() + r0;
     step.last = sc.last.get() + r0;
     step.row_max = h.row_max + r0;
@@ -734,8 +816,7 @@ class FastEngine {
     step.out = h.out + r0 * dim_v_padded_;
     step.out_stride = dim_v_padded_;
     step.scores = sc.block_scores.get();
-    step.weights_high = sc.weights_high.get();
-    step.weights_low = sc.weights_low.get();
+    for (int i = 0; i < step.weight_parts; ++i) step.weights[i] = sc.weights[i].get();
     kernels_.attend_bf16(step);
   }
 
@@ -768,7 +849,7 @@ class FastEngine {
     const int64_t tile_rows = lead.q.row_last - lead.q.row_first + 1;
     for (int64_t k = 0; k < g.count; ++k) {
       const Scratch::Head h = sc.head(k);
-      pack_queries(plan_.tiles[size_t(g.first + k)], h.q, sc.bf16_queries(k), sc);
+      pack_queries(plan_.tiles[size_t(g.first + k)], k, h.q, sc);
       std::fill(h.out, h.out + rows_padded_ * dim_v_padded_, 0.0f);
       std::fill(h.row_max, h.row_max + rows_padded_, -INFINITY);
       std::fill(h.row_sum, h.row_sum + rows_padded_, 0.0f);

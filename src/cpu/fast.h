@@ -14,12 +14,17 @@ namespace mxattn::cpu {
 // The kernel sets this CPU can run, portable first, best last.
 std::vector<SimdIsa> supported_isas();
 
+// The kernel sets the tests check: supported_isas() and, where the CPU has AVX512-BF16,
+// avx512_amx_emulated last (with or without the AMX unit: the emulation is what CPUs without it
+// check the AMX kernels' arithmetic with, and where the unit is there the two are compared).
+std::vector<SimdIsa> checked_isas();
+
 std::string_view isa_name(SimdIsa isa);
 
-// The kernel set of `isa`, which must be one of supported_isas().
+// The kernel set of `isa`, which must be one of checked_isas().
 const FastKernels& fast_kernels(SimdIsa isa);
 
-// run_fast with the kernel set `isa`, which must be one of supported_isas().
+// run_fast with the kernel set `isa`, which must be one of checked_isas().
 void run_fast_with(SimdIsa isa, const core::Problem& p, const core::SplitParams& split,
                    int threads);
 

@@ -76,8 +76,18 @@ std::vector<SimdIsa> supported_isas() {
   return isas;
 }
 
+std::vector<SimdIsa> checked_isas() {
+  std::vector<SimdIsa> isas = supported_isas();
+  for (SimdIsa isa : supported_isas()) {
+    if (isa == SimdIsa::avx512_bf16) isas.push_back(SimdIsa::avx512_amx_emulated);
+  }
+  return isas;
+}
+
 std::string_view isa_name(SimdIsa isa) {
   switch (isa) {
+    case SimdIsa::avx512_amx_emulated:
+      return "avx512_amx_emulated";
     case SimdIsa::avx512_amx:
       return "avx512_amx";
     case SimdIsa::avx512_vbmi:
@@ -98,6 +108,8 @@ const FastKernels& fast_kernels(SimdIsa isa) {
 #if defined(MXATTN_CPU_X86)
     case SimdIsa::avx512_amx:
       return fast_kernels_avx512_amx();
+    case SimdIsa::avx512_amx_emulated:
+      return fast_kernels_avx512_amx_emulated();
     case SimdIsa::avx512_vbmi:
       return fast_kernels_avx512_vbmi();
     case SimdIsa::avx512_bf16:

@@ -14,8 +14,19 @@ namespace mxattn::cpu {
 // few-row kernels that read bf16 and FP8 rows directly. avx512_bf16: those plus the AVX512-BF16
 // dot products (Zen 4, Sapphire Rapids and later), which add the few-row scores of bf16 queries.
 // avx512_amx: those plus the AMX tile unit (Sapphire Rapids and later), which adds the many-row
-// kernels for bf16 Q, K and V.
-enum class SimdIsa : uint8_t { portable, avx2, avx512, avx512_vbmi, avx512_bf16, avx512_amx };
+// kernels for f32, f16 and bf16 Q, K and V.
+//
+// avx512_amx_emulated: the avx512_amx set with the tile unit emulated in AVX-512 (slowly), for
+// the tests on CPUs with AVX512-BF16; never chosen to run a problem.
+enum class SimdIsa : uint8_t {
+  portable,
+  avx2,
+  avx512,
+  avx512_vbmi,
+  avx512_bf16,
+  avx512_amx,
+  avx512_amx_emulated,
+};
 
 // How the elements of a K or V row are stored.
 enum class RowElem : uint8_t {
@@ -62,15 +73,28 @@ struct RowStream {
   int64_t next_count = 0;
 };
 
+// The AMX kernels take f32 and f16 operands as sums of bf16 parts: part 0 is the value truncated
+// to bf16, each next part the rest truncated again (the last one rounded), so part i is within
+// 2^(-8 i) of the value. f32 is exactly the sum of 3 parts, f16 of 2, bf16 is 1; the softmax
+// weights are split into 2 parts against bf16 values (16 bits of each weight) and 3 against f32
+// and f16 values. A product of two operands is the sum of the products of parts i and j with
+// i + j <= 2 (kBf16PartLevels): those left out are below 2^-24 of it, f32's rounding.
+constexpr int kMaxBf16Parts = 3;
+constexpr int kBf16PartLevels = 2;
+
 // One key tile of the AMX kernels for packed query rows [0, row_count). Keys and values come in
-// the layouts of pack_bf16_keys and pack_bf16_values; dims and key counts are padded to 32 (one
-// 64-byte tile row of bf16) with zeros.
+// the layouts of pack_bf16_keys and pack_bf16_values, one array per part; dims and key counts are
+// padded to 32 (one 64-byte tile row of bf16) with zeros.
 struct Bf16TileStep {
-  const uint16_t* q = nullptr;  // bf16 [row_count][q_stride], as given (not scaled)
+  // The parts of Q, bf16 [row_count][q_stride] each, Q as given (not scaled).
+  const uint16_t* q[kMaxBf16Parts] = {};
+  int q_parts = 1;
   int64_t q_stride = 0;
   int64_t row_count = 0;  // a multiple of 16
-  const uint32_t* keys = nullptr;
-  const uint32_t* values = nullptr;
+  const uint32_t* keys[kMaxBf16Parts] = {};
+  int key_parts = 1;
+  const uint32_t* values[kMaxBf16Parts] = {};
+  int value_parts = 1;
   int64_t key_count = 0;
   int64_t keys_padded = 0;  // the row stride of `keys` (in bf16 pairs) and of the scratch below
   int64_t dim_qk_padded = 0;
@@ -86,11 +110,11 @@ struct Bf16TileStep {
   float* rescale = nullptr;
   float* out = nullptr;  // f32 [row_count][out_stride], dim_v_padded columns
   int64_t out_stride = 0;
-  // Scratch of 32 rows x keys_padded: f32 scores, and the weights split into two bf16 parts
-  // (high + low is the f32 weight to 16 bits), so that the products with V keep f32 accuracy.
+  // Scratch of 32 rows x keys_padded: f32 scores, and the weights as weight_parts bf16 parts, so
+  // that the products with V keep f32 accuracy.
   float* scores = nullptr;
-  uint16_t* weights_high = nullptr;
-  uint16_t* weights_low = nullptr;
+  uint16_t* weights[kMaxBf16Parts] = {};
+  int weight_parts = 2;
 };
 
 // The tile computation. Scores are in log2 units (Q is packed pre-multiplied by scale * log2(e)).
@@ -161,19 +185,21 @@ struct FastKernels {
                                int64_t ld, const float* rescale, int64_t query_rows, float* out,
                                int64_t out_stride);
 
-  // The many-row kernels of the AMX tile unit, for bf16 rows; null in the sets without them.
+  // The many-row kernels of the AMX tile unit, for f32, f16 and bf16 rows (see Bf16TileStep);
+  // null in the sets without them.
 
-  // Keys rows[k * step], k < count, as the B operand of Q K^T: dst[(d / 2) * keys_padded + k]
-  // holds elements d and d + 1 of key k, for d < dim_padded and k < round_up(count, 32), zero past
-  // the row and past the last key.
+  // Keys rows[k * step], k < count, as the B operand of Q K^T, split into `parts` bf16 parts
+  // (dst[i] the i-th): dst[i][(d / 2) * keys_padded + k] holds part i of elements d and d + 1 of
+  // key k, for d < dim_padded and k < round_up(count, 32), zero past the row and past the last key.
   void (*pack_bf16_keys)(const RowFormat& format, const RowSource* rows, int64_t step,
-                         int64_t count, int64_t keys_padded, int64_t dim_padded, uint32_t* dst);
+                         int64_t count, int64_t keys_padded, int64_t dim_padded, int parts,
+                         uint32_t* const* dst);
 
-  // Values rows[k * step], k < count, as the B operand of P V: dst[(k / 2) * dim_padded + d]
-  // holds element d of keys k and k + 1, for k < round_up(count, 32), zero past the row and past
-  // the last key.
+  // Values rows[k * step], k < count, as the B operand of P V, split likewise:
+  // dst[i][(k / 2) * dim_padded + d] holds part i of element d of keys k and k + 1, for
+  // k < round_up(count, 32), zero past the row and past the last key.
   void (*pack_bf16_values)(const RowFormat& format, const RowSource* rows, int64_t step,
-                           int64_t count, int64_t dim_padded, uint32_t* dst);
+                           int64_t count, int64_t dim_padded, int parts, uint32_t* const* dst);
 
   // Scores, online softmax step and weights times values of one key tile (see Bf16TileStep).
   void (*attend_bf16)(const Bf16TileStep& step);
@@ -186,6 +212,7 @@ const FastKernels& fast_kernels_avx512();
 const FastKernels& fast_kernels_avx512_vbmi();
 const FastKernels& fast_kernels_avx512_bf16();
 const FastKernels& fast_kernels_avx512_amx();
+const FastKernels& fast_kernels_avx512_amx_emulated();
 
 // FP6 and FP4 rows for every kernel set's convert_rows: unpacked code by code with the shared
 // codecs (built with the portable set, where they may be included).

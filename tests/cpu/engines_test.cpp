@@ -3,7 +3,10 @@
 // for rows that see nothing.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <vector>
 
 #include "cpu/compare.h"
 #include "cpu/problem_gen.h"
@@ -87,6 +90,67 @@ TEST(FastEngine, MatchesReferenceOnBf16QueryDecode) {
     const Outputs want = p.outputs();
     ASSERT_NO_FATAL_FAILURE(expect_every_kernel_set_matches(p, want));
   }
+}
+
+// The largest |got - want| of finite values over the largest |want|.
+double relative_error(const std::vector<float>& want, const std::vector<float>& got) {
+  double err = 0, largest = 0;
+  for (size_t n = 0; n < want.size(); ++n) {
+    if (!std::isfinite(want[n])) continue;
+    largest = std::fmax(largest, std::fabs(double(want[n])));
+    err = std::fmax(err, std::fabs(double(got[n]) - double(want[n])));
+  }
+  return largest > 0 ? err / largest : err;
+}
+
+// The kernel sets with the AMX kernels (the unit's, or emulated).
+std::vector<CpuRunner> amx_runners() {
+  std::vector<CpuRunner> runners;
+  for (const CpuRunner& r : fast_runners()) {
+    if (cpu::fast_kernels(r.isa).attend_bf16) runners.push_back(r);
+  }
+  return runners;
+}
+
+// f32 and f16 Q, K and V with many rows per tile, which the AMX kernels take as sums of bf16 parts
+// (f32 three, f16 two): their O and LSE must be as accurate as f32 arithmetic's, at most 8 times
+// the portable set's error against the reference plus 2^-22 (of the largest output). Measured on
+// f32: up to 4.9 times (every product of parts adds its roundings to the sums), 3.5e-6 of the
+// largest output at most; with only the products of parts i + j <= 1 (16 bits) up to 7000 times,
+// 1.7e-4, which the output tolerance of the other tests lets through.
+TEST(FastEngine, AmxF32PartsKeepF32Accuracy) {
+  const std::vector<CpuRunner> amx = amx_runners();
+  if (amx.empty()) GTEST_SKIP() << "no kernel set with the AMX kernels here";
+  SpecRange range;
+  range.mx = false;
+  range.low_precision = false;
+  range.max_seq_q = 100;
+  range.max_seq_k = 200;
+  int64_t checked = 0;
+  for (uint64_t seed = 1; seed <= 40; ++seed) {
+    Spec spec = random_spec(seed, range);
+    spec.seq_q = std::max<int64_t>(spec.seq_q, 24);
+    spec.tile_m = 0;
+    spec.q_type = seed % 3 == 1 ? DType::f16 : DType::f32;
+    spec.k_type = seed % 5 == 2 ? DType::f16 : DType::f32;
+    spec.v_type = seed % 7 == 3 ? DType::f16 : DType::f32;
+    spec.scale = (seed % 4 == 0 ? -2.0f : 2.0f) / std::sqrt(float(spec.dim_qk));
+    SCOPED_TRACE(spec.describe());
+    TestProblem p(spec);
+    ASSERT_TRUE(p.run(Engine::cpu_reference).is_ok());
+    const Outputs want = p.outputs();
+    ASSERT_TRUE(p.run_fast_with(cpu::SimdIsa::portable).is_ok());
+    const double o_floor = relative_error(want.o, p.outputs().o);
+    const double lse_floor = relative_error(want.lse, p.outputs().lse);
+    for (const CpuRunner& runner : amx) {
+      SCOPED_TRACE(runner.name());
+      ASSERT_TRUE(runner.run(p).is_ok());
+      EXPECT_LE(relative_error(want.o, p.outputs().o), 8 * o_floor + 0x1p-22);
+      EXPECT_LE(relative_error(want.lse, p.outputs().lse), 8 * lse_floor + 0x1p-22);
+    }
+    ++checked;
+  }
+  EXPECT_EQ(checked, 40);
 }
 
 // Engine::cpu_fast through the public API is the best kernel set of this CPU, bit for bit.

@@ -173,7 +173,7 @@ class TestProblem {
   // Poisons the outputs, then runs `engine` through mxattn::attention.
   Status run(Engine engine, int threads = 0);
   // Poisons the outputs, then runs the fast CPU engine with the kernel set `isa` (one of
-  // cpu::supported_isas()), with the same validation and split plan as mxattn::attention.
+  // cpu::checked_isas()), with the same validation and split plan as mxattn::attention.
   Status run_fast_with(cpu::SimdIsa isa, int threads = 0);
   Outputs outputs() const;
 

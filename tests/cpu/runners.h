@@ -1,5 +1,6 @@
 // The ways the CPU tests run a problem: the reference engine, and the fast engine with each kernel
-// set this CPU supports (cpu::supported_isas()), so that every property is checked on every set.
+// set the tests check on this CPU (cpu::checked_isas(): the sets it supports, and the AMX set
+// emulated where it has no AMX), so that every property is checked on every set.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -38,10 +39,10 @@ inline void PrintTo(const CpuRunner& runner, std::ostream* os) {
   *os << runner.name();
 }
 
-// The fast engine with every kernel set of this CPU, portable first.
+// The fast engine with every kernel set checked on this CPU, portable first.
 inline std::vector<CpuRunner> fast_runners() {
   std::vector<CpuRunner> runners;
-  for (cpu::SimdIsa isa : cpu::supported_isas()) runners.push_back({false, isa});
+  for (cpu::SimdIsa isa : cpu::checked_isas()) runners.push_back({false, isa});
   return runners;
 }
 
