@@ -148,17 +148,40 @@ bool amx_tiles(const FastKernels& kernels, const core::Problem& p, const core::S
          bf16_parts(p.args.k.dtype) > 0 && bf16_parts(p.args.v.dtype) > 0;
 }
 
-// Part 0 of x truncated to bf16, each next part the rest truncated again, the last rounded
-// (Bf16TileStep): x is their sum, exactly for 3 parts.
-void split_bf16(float x, int parts, uint16_t* const* out, int64_t at) {
-  for (int i = 0; i < parts; ++i) {
-    const uint32_t bits = std::bit_cast<uint32_t>(x);
-    if (i + 1 == parts) {
-      out[i][at] = core::float_to_bf16(x);
+// x[0, n) times `sign` as `parts` bf16 parts (Bf16TileStep): part 0 truncated to bf16, each next
+// part the rest truncated again, the last rounded, so that x is their sum (exactly for 3 parts).
+// x is overwritten. Plain loops, which the compiler vectorizes.
+void split_bf16(float* x, int64_t n, float sign, int parts, uint16_t* const* out) {
+  for (int64_t d = 0; d < n; ++d) x[d] *= sign;
+  for (int i = 0; i + 1 < parts; ++i) {
+    for (int64_t d = 0; d < n; ++d) {
+      const uint32_t bits = std::bit_cast<uint32_t>(x[d]);
+      out[i][d] = uint16_t(bits >> 16);
+      x[d] -= std::bit_cast<float>(bits & 0xffff0000u);
+    }
+  }
+  for (int64_t d = 0; d < n; ++d) out[parts - 1][d] = core::float_to_bf16(x[d]);
+}
+
+// Values o[0, n) into elements at, at + step, ... of v (f32, f16 or bf16); o null: zeros.
+void store_row(const TensorView& v, int64_t at, int64_t step, const float* o, int64_t n) {
+  if (o == nullptr || step != 1) {
+    for (int64_t d = 0; d < n; ++d) core::store_float(v, at + d * step, o ? o[d] : 0.0f);
+    return;
+  }
+  switch (v.dtype) {
+    case DType::f16: {
+      uint16_t* out = static_cast<uint16_t*>(v.data) + at;
+      for (int64_t d = 0; d < n; ++d) out[d] = core::float_to_f16(o[d]);
       return;
     }
-    out[i][at] = uint16_t(bits >> 16);
-    x -= std::bit_cast<float>(bits & 0xffff0000u);
+    case DType::bf16: {
+      uint16_t* out = static_cast<uint16_t*>(v.data) + at;
+      for (int64_t d = 0; d < n; ++d) out[d] = core::float_to_bf16(o[d]);
+      return;
+    }
+    default:
+      std::copy(o, o + n, static_cast<float*>(v.data) + at);
   }
 }
 
@@ -604,10 +627,10 @@ class FastEngine {
                          float lse) const {
     const CombineArgs& v = *partial_views_;
     const RowAt at = row_at(t, r);
-    for (int64_t d = 0; d < p_.dim_v; ++d) {
-      core::store_float(v.partial_o, partial_o_offset(v.partial_o, s, t.q.b, at.i, at.h, d),
-                        o ? o[d] : 0.0f);
-    }
+    const int64_t first = partial_o_offset(v.partial_o, s, t.q.b, at.i, at.h, 0);
+    const int64_t step =
+        p_.dim_v > 1 ? partial_o_offset(v.partial_o, s, t.q.b, at.i, at.h, 1) - first : 1;
+    store_row(v.partial_o, first, step, o, p_.dim_v);
     float* lse_out = static_cast<float*>(v.partial_lse.data);
     lse_out[partial_lse_offset(v.partial_lse, s, t.q.b, at.h, at.i)] = lse;
   }
@@ -615,10 +638,7 @@ class FastEngine {
   void store_final_row(const PackedTile& t, int64_t r, const float* o, float lse) const {
     const TensorView& out = p_.args.o;
     const RowAt at = row_at(t, r);
-    const int64_t row = core::offset_of(out, t.q.b, at.i, at.h, 0);
-    for (int64_t d = 0; d < p_.dim_v; ++d) {
-      core::store_float(out, row + d * out.stride[3], o ? o[d] : 0.0f);
-    }
+    store_row(out, core::offset_of(out, t.q.b, at.i, at.h, 0), out.stride[3], o, p_.dim_v);
     if (p_.args.lse.given()) {
       float* lse_out = static_cast<float*>(p_.args.lse.data);
       lse_out[core::offset_of(p_.args.lse, t.q.b, at.h, at.i)] =
@@ -678,9 +698,9 @@ class FastEngine {
         prefetch_q_row(t, r + ahead);
         const RowAt at = row_at(t, r);
         load_q_row(p_, t.q.b, at.i, at.h, sc.q_row.data());
-        for (int64_t d = 0; d < p_.dim_qk; ++d) {
-          split_bf16(sc.q_row[size_t(d)] * sign, q_parts, parts, r * dim_qk_padded_ + d);
-        }
+        uint16_t* row_parts[kMaxBf16Parts];
+        for (int i = 0; i < q_parts; ++i) row_parts[i] = parts[i] + r * dim_qk_padded_;
+        split_bf16(sc.q_row.data(), p_.dim_qk, sign, q_parts, row_parts);
       }
       return;
     }
