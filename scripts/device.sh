@@ -8,7 +8,9 @@
 #   python         pip install . (CUDA build) and the pytest suite with PyTorch CUDA tensors
 #   dist           the NCCL backend with one rank end to end, and its all-to-all beside attention
 #   cpu_bench      the fast CPU engine beside PyTorch's CPU SDPA, 2 threads, same CPU: prefill
-#                  in alternating rounds (bench/cpu_vs_torch.py; CPU_ROUNDS, default 5); then
+#                  in alternating rounds (bench/cpu_vs_torch.py; CPU_ROUNDS, default 5) and in
+#                  pairs within one process (bench/cpu_vs_torch_pairs.py; CPU_PAIRS, default 20;
+#                  where mxattn's Python module is installed); then
 #                  the decode by thread count (bench/cpu_decode_threads.py; CPU_DECODE_THREADS)
 #   ncu            Nsight Compute on one prefill launch per head dim (not run by default;
 #                  NCU_DIMS: the head dims, NCU_CLOCKS: base or none, NCU_CAUSAL=1: causal,
@@ -148,6 +150,13 @@ section_cpu_bench() {
   PYTHONUNBUFFERED=1 timeout 300 taskset -c 0,1 python3 bench/cpu_vs_torch.py \
     --bench "$BUILD/bench/mxattn_bench_cpu" --threads 2 --rounds "${CPU_ROUNDS:-5}" \
     --json "$WORK/cpu_vs_torch.json" --plot "$WORK/cpu_vs_torch.png" || return 1
+  # The same prefill cases timed in pairs within one process, both programs at the same moment
+  # (needs mxattn's Python module, which the python section installs).
+  if python3 -c "import mxattn" 2>/dev/null; then
+    PYTHONUNBUFFERED=1 timeout 200 taskset -c 0,1 python3 bench/cpu_vs_torch_pairs.py --threads 2 \
+      --pairs "${CPU_PAIRS:-20}" --json "$WORK/cpu_vs_torch_pairs.json" \
+      --plot "$WORK/cpu_vs_torch_pairs.png"
+  fi
   PYTHONUNBUFFERED=1 timeout 100 taskset -c 0,1 python3 bench/torch_sdpa_cpu.py --threads 2 \
     --case decode --json "$WORK/torch_sdpa_cpu.json"
   # Decode by thread count (CPU_DECODE_THREADS): where it turns bound by memory, and MXFP8's
@@ -300,6 +309,11 @@ if sweep:
     from cpu_decode_threads import print_table
     print("cpu decode by threads (medians of rounds):")
     print_table(sweep["summary"])
+pairs = load("cpu_vs_torch_pairs.json")
+if pairs:
+    sys.path.insert(0, "bench")
+    from cpu_vs_torch_pairs import print_table as print_pairs
+    print_pairs(pairs)
 alt = load("cpu_vs_torch.json")
 if alt:
     print(f"cpu prefill beside torch, {alt['rounds']} alternating rounds (medians; torch/ours):")

@@ -1,0 +1,162 @@
+"""The fast CPU engine's prefill beside PyTorch's CPU SDPA, timed in pairs within one process.
+
+    python bench/cpu_vs_torch_pairs.py [--threads N] [--pairs N] [--case TEXT] [--json FILE]
+                                       [--plot FILE.png]
+    python bench/cpu_vs_torch_pairs.py --from-json FILE --plot FILE.png   (redraws a run's plot)
+
+A shared host's speed moves by up to 2x within a minute (docs/perf.md), and bench/cpu_vs_torch.py
+runs the two programs seconds apart. Here both run in this process on the same tensors, through
+mxattn's Python module (engine "cpu") and torch.nn.functional.scaled_dot_product_attention, with
+the same thread count, one call of each per pair, the order swapped every pair: the two calls of
+a pair see the same moment of the host. A pair's ratio is PyTorch's time over ours (above 1: we
+are faster); the table gives, per case, each program's median time over the pairs, the median of
+the pairs' ratios, its quartiles and how many pairs we won. The tensors are BSHD (the layout of
+an inference engine's projections); PyTorch takes their [B, H, S, D] views, mxattn the tensors.
+The plot (matplotlib) draws every pair's two times, which shows how far the host's speed moves.
+Needs `pip install .` (mxattn's Python module) and torch. Pin the process (taskset) to as many
+cores as threads.
+"""
+
+import argparse
+import json
+import statistics
+import sys
+import time
+
+SHAPE = {"batch": 1, "seq": 2048, "heads": 8, "dim": 128}
+
+
+def cases():
+    for dtype in ("f32", "bf16"):
+        for causal in (False, True):
+            yield {"name": f"prefill {dtype}" + (" causal" if causal else ""), "dtype": dtype,
+                   "causal": causal, **SHAPE}
+
+
+def flops(c):
+    b, s, h, d = c["batch"], c["seq"], c["heads"], c["dim"]
+    pairs = s * (s + 1) // 2 if c["causal"] else s * s
+    return 4.0 * b * h * pairs * d
+
+
+def quartiles(values):
+    q = statistics.quantiles(values, n=4) if len(values) > 1 else [values[0]] * 3
+    return q[0], q[2]
+
+
+def run_case(c, threads, pairs, torch, sdpa, mxattn):
+    dtype = torch.float32 if c["dtype"] == "f32" else torch.bfloat16
+    b, s, h, d = c["batch"], c["seq"], c["heads"], c["dim"]
+    gen = torch.Generator().manual_seed(1)
+    q, k, v = (torch.randn(b, s, h, d, generator=gen).to(dtype) for _ in range(3))
+    causal = "top_left" if c["causal"] else None
+
+    def ours():
+        return mxattn.attention(q, k, v, causal=causal, engine="cpu", threads=threads)
+
+    def theirs():
+        return sdpa(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=c["causal"])
+
+    def timed(call):
+        t0 = time.perf_counter()
+        call()
+        return (time.perf_counter() - t0) * 1e3
+
+    # Warm-up, and a check that both compute the same attention.
+    diff = (ours().float() - theirs().transpose(1, 2).float()).abs().max().item()
+    ms_ours, ms_torch = [], []
+    for i in range(pairs):
+        if i % 2 == 0:
+            ms_ours.append(timed(ours))
+            ms_torch.append(timed(theirs))
+        else:
+            ms_torch.append(timed(theirs))
+            ms_ours.append(timed(ours))
+    ratios = [t / o for o, t in zip(ms_ours, ms_torch)]
+    low, high = quartiles(ratios)
+    return {**c, "pairs": pairs, "ours_ms": ms_ours, "torch_ms": ms_torch,
+            "ours_median_ms": statistics.median(ms_ours),
+            "torch_median_ms": statistics.median(ms_torch),
+            "ours_gflops_at_median": flops(c) / statistics.median(ms_ours) / 1e6,
+            "ratio_median": statistics.median(ratios), "ratio_q1": low, "ratio_q3": high,
+            "pairs_won": sum(r > 1 for r in ratios), "max_abs_difference": diff}
+
+
+def print_table(result):
+    print(f"mxattn (engine cpu) beside torch {result['torch']} CPU SDPA: {result['threads']} threads, "
+          f"{result['cases'][0]['pairs'] if result['cases'] else 0} pairs a case, in one process")
+    print(f"{'case':<22} {'ours ms':>8} {'torch ms':>9} {'GFLOP/s':>8} {'torch/ours':>11} "
+          f"{'quartiles':>12} {'won':>7} {'max |diff|':>11}")
+    for c in result["cases"]:
+        print(f"{c['name']:<22} {c['ours_median_ms']:>8.2f} {c['torch_median_ms']:>9.2f} "
+              f"{c['ours_gflops_at_median']:>8.1f} {c['ratio_median']:>10.2f}x "
+              f"{c['ratio_q1']:>5.2f}-{c['ratio_q3']:.2f}x {c['pairs_won']:>3}/{c['pairs']:<3} "
+              f"{c['max_abs_difference']:>11.2e}")
+    print("(medians over the pairs; torch/ours above 1: mxattn faster; won: pairs where mxattn "
+          "was faster)")
+
+
+def plot(result, path):
+    """Each pair's two times, one panel a case."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("no matplotlib: plot skipped", file=sys.stderr)
+        return
+    cs = result["cases"]
+    fig, axes = plt.subplots(1, len(cs), figsize=(3.6 * len(cs), 3.4), squeeze=False)
+    for ax, c in zip(axes[0], cs):
+        x = range(1, c["pairs"] + 1)
+        ax.plot(x, c["ours_ms"], "o-", ms=3, label="mxattn")
+        ax.plot(x, c["torch_ms"], "s--", ms=3, label="PyTorch SDPA")
+        ax.set_title(f"{c['name']}\ntorch/ours {c['ratio_median']:.2f}x (median of pairs)",
+                     fontsize=9)
+        ax.set_xlabel("pair")
+        ax.set_ylim(bottom=0)
+    axes[0][0].set_ylabel("ms")
+    axes[0][0].legend(fontsize=8)
+    fig.suptitle(f"CPU prefill B1 H8 S2048 D128, {result['threads']} threads, mxattn and torch "
+                 f"{result['torch']}, timed in pairs in one process", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    print(f"plot: {path}")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--pairs", type=int, default=20)
+    parser.add_argument("--case", default="", help="run only the cases whose name contains this")
+    parser.add_argument("--json", help="also write the results here")
+    parser.add_argument("--plot", help="also draw the pairs into this PNG (needs matplotlib)")
+    parser.add_argument("--from-json", help="draw --plot from this earlier run's JSON, run nothing")
+    args = parser.parse_args()
+    if args.from_json:
+        with open(args.from_json) as f:
+            result = json.load(f)
+        print_table(result)
+        if args.plot:
+            plot(result, args.plot)
+        return
+    import torch
+    import torch.nn.functional as F
+    import mxattn
+    torch.set_num_threads(args.threads)
+    result = {"threads": args.threads, "torch": torch.__version__, "cases": []}
+    for c in cases():
+        if args.case in c["name"]:
+            result["cases"].append(run_case(c, args.threads, args.pairs, torch,
+                                            F.scaled_dot_product_attention, mxattn))
+            print(f"{c['name']}: done", file=sys.stderr)
+    print_table(result)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(result, f, indent=1)
+    if args.plot:
+        plot(result, args.plot)
+
+
+if __name__ == "__main__":
+    main()
