@@ -14,6 +14,10 @@ namespace mxattn::cpu {
 // The kernel sets this CPU can run, portable first, best last.
 std::vector<SimdIsa> supported_isas();
 
+// The kernel set cpu::run_fast runs: the one the environment variable MXATTN_CPU_ISA names, where
+// it names one of supported_isas() (read at every call), else the best of them.
+SimdIsa chosen_isa();
+
 // The kernel sets the tests check: supported_isas() and, where the CPU has AVX512-BF16,
 // avx512_amx_emulated last (with or without the AMX unit: the emulation is what CPUs without it
 // check the AMX kernels' arithmetic with, and where the unit is there the two are compared).

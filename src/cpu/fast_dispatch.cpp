@@ -1,4 +1,6 @@
 // Run-time choice of the fast engine's kernel set: the widest instruction set the CPU reports.
+#include <cstdlib>
+
 #include "cpu/engines.h"
 #include "cpu/fast.h"
 
@@ -124,9 +126,19 @@ const FastKernels& fast_kernels(SimdIsa isa) {
   }
 }
 
+SimdIsa chosen_isa() {
+  static const std::vector<SimdIsa> supported = supported_isas();
+  // Read at every call, so that a benchmark can alternate kernel sets within one process.
+  if (const char* name = std::getenv("MXATTN_CPU_ISA"); name != nullptr && *name != 0) {
+    for (SimdIsa isa : supported) {
+      if (isa_name(isa) == name) return isa;
+    }
+  }
+  return supported.back();
+}
+
 void run_fast(const core::Problem& p, const core::SplitParams& split, int threads) {
-  static const SimdIsa best = supported_isas().back();
-  run_fast_with(best, p, split, threads);
+  run_fast_with(chosen_isa(), p, split, threads);
 }
 
 }  // namespace mxattn::cpu

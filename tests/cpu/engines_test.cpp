@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <vector>
 
 #include "cpu/compare.h"
@@ -153,9 +154,32 @@ TEST(FastEngine, AmxF32PartsKeepF32Accuracy) {
   EXPECT_EQ(checked, 40);
 }
 
+// MXATTN_CPU_ISA picks the kernel set of Engine::cpu_fast, call by call; a name that is not one
+// of this CPU's sets leaves the best one.
+TEST(FastEngineApi, EnvironmentPicksTheKernelSet) {
+  const cpu::SimdIsa best = cpu::supported_isas().back();
+  ASSERT_EQ(unsetenv("MXATTN_CPU_ISA"), 0);
+  EXPECT_EQ(cpu::chosen_isa(), best);
+  ASSERT_EQ(setenv("MXATTN_CPU_ISA", "no_such_set", 1), 0);
+  EXPECT_EQ(cpu::chosen_isa(), best);
+  ASSERT_EQ(setenv("MXATTN_CPU_ISA", "portable", 1), 0);
+  EXPECT_EQ(cpu::chosen_isa(), cpu::SimdIsa::portable);
+  for (uint64_t seed = 1; seed <= 10; ++seed) {
+    const Spec spec = random_spec(seed);
+    SCOPED_TRACE(spec.describe());
+    TestProblem p(spec);
+    ASSERT_TRUE(p.run_fast_with(cpu::SimdIsa::portable).is_ok());
+    const Outputs want = p.outputs();
+    ASSERT_TRUE(p.run(Engine::cpu_fast).is_ok());
+    EXPECT_TRUE(outputs_bitwise_equal(want, p.outputs()));
+  }
+  ASSERT_EQ(unsetenv("MXATTN_CPU_ISA"), 0);
+  EXPECT_EQ(cpu::chosen_isa(), best);
+}
+
 // Engine::cpu_fast through the public API is the best kernel set of this CPU, bit for bit.
 TEST(FastEngineApi, RunsTheBestKernelSet) {
-  const cpu::SimdIsa best = cpu::supported_isas().back();
+  const cpu::SimdIsa best = cpu::chosen_isa();
   for (uint64_t seed = 1; seed <= 20; ++seed) {
     const Spec spec = random_spec(seed);
     SCOPED_TRACE(spec.describe());
