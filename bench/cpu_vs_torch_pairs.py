@@ -126,8 +126,12 @@ def plot(result, path):
         print("no matplotlib: plot skipped", file=sys.stderr)
         return
     cs = result["cases"]
-    fig, axes = plt.subplots(1, len(cs), figsize=(3.4 * len(cs), 3.4), squeeze=False)
-    for ax, c in zip(axes[0], cs):
+    cols = min(4, len(cs))
+    rows = (len(cs) + cols - 1) // cols
+    fig, axes = plt.subplots(rows, cols, figsize=(3.6 * cols, 3.2 * rows), squeeze=False)
+    for ax in axes.flat[len(cs):]:
+        ax.set_visible(False)
+    for ax, c in zip(axes.flat, cs):
         x = range(1, c["pairs"] + 1)
         ax.plot(x, c["ours_ms"], "o-", ms=3, label="mxattn")
         ax.plot(x, c["torch_ms"], "s--", ms=3, label="PyTorch SDPA")
