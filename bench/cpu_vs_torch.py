@@ -34,8 +34,9 @@ def ours(bench, threads, reps, case):
     return {c["name"]: c for c in data["cases"] if c["kind"] == "prefill"}, data
 
 
-def plot(result, path):
-    """Each case's median time by round, ours beside PyTorch's, one panel a case."""
+def draw_panels(panels, xlabel, ylabel, title, path):
+    """mxattn's times beside PyTorch's, one panel a case, in rows of up to 4: `panels` holds
+    (subtitle, x, ours, torch) per case. Also serves bench/cpu_vs_torch_pairs.py."""
     try:
         import matplotlib
     except ImportError:
@@ -43,24 +44,33 @@ def plot(result, path):
         return
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    cases = result["cases"]
-    fig, axes = plt.subplots(1, len(cases), figsize=(3.2 * len(cases), 3.4), squeeze=False)
-    for ax, c in zip(axes[0], cases):
-        rounds = range(1, len(c["ours_ms_by_round"]) + 1)
-        ax.plot(rounds, c["ours_ms_by_round"], "o-", label="mxattn")
-        ax.plot(rounds, c["torch_ms_by_round"], "s--", label="PyTorch SDPA")
-        ax.set_title(f"{c['name']}\ntorch/ours {c['torch_over_ours_median']:.2f}x (median)",
-                     fontsize=9)
-        ax.set_xlabel("round")
+    cols = min(4, len(panels))
+    rows = (len(panels) + cols - 1) // cols
+    fig, axes = plt.subplots(rows, cols, figsize=(3.6 * cols, 3.2 * rows), squeeze=False)
+    for ax in axes.flat[len(panels):]:
+        ax.set_visible(False)
+    for ax, (subtitle, x, mine, theirs) in zip(axes.flat, panels):
+        ax.plot(x, mine, "o-", ms=4, label="mxattn")
+        ax.plot(x, theirs, "s--", ms=4, label="PyTorch SDPA")
+        ax.set_title(subtitle, fontsize=9)
+        ax.set_xlabel(xlabel)
         ax.set_ylim(bottom=0)
-        ax.set_xticks(list(rounds))
-    axes[0][0].set_ylabel("median ms of the round")
+    axes[0][0].set_ylabel(ylabel)
     axes[0][0].legend(fontsize=8, loc="lower left")
-    fig.suptitle(f"CPU prefill B1 H8 S2048 D128, {result['threads']} threads, mxattn "
-                 f"({result['isa']}) and torch {result['torch']}, alternating rounds", fontsize=9)
+    fig.suptitle(title, fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     print(f"plot: {path}")
+
+
+def plot(result, path):
+    """Each case's median time by round, ours beside PyTorch's."""
+    panels = [(f"{c['name']}\ntorch/ours {c['torch_over_ours_median']:.2f}x (median)",
+               range(1, len(c["ours_ms_by_round"]) + 1), c["ours_ms_by_round"],
+               c["torch_ms_by_round"]) for c in result["cases"]]
+    draw_panels(panels, "round", "median ms of the round",
+                f"CPU prefill B1 H8 S2048 D128, {result['threads']} threads, mxattn "
+                f"({result['isa']}) and torch {result['torch']}, alternating rounds", path)
 
 
 def main():

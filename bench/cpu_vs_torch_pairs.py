@@ -117,35 +117,14 @@ def print_table(result):
 
 
 def plot(result, path):
-    """Each pair's two times, one panel a case."""
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("no matplotlib: plot skipped", file=sys.stderr)
-        return
-    cs = result["cases"]
-    cols = min(4, len(cs))
-    rows = (len(cs) + cols - 1) // cols
-    fig, axes = plt.subplots(rows, cols, figsize=(3.6 * cols, 3.2 * rows), squeeze=False)
-    for ax in axes.flat[len(cs):]:
-        ax.set_visible(False)
-    for ax, c in zip(axes.flat, cs):
-        x = range(1, c["pairs"] + 1)
-        ax.plot(x, c["ours_ms"], "o-", ms=3, label="mxattn")
-        ax.plot(x, c["torch_ms"], "s--", ms=3, label="PyTorch SDPA")
-        ax.set_title(f"{c['name']}\ntorch/ours {c['ratio_median']:.2f}x (median of pairs)",
-                     fontsize=9)
-        ax.set_xlabel("pair")
-        ax.set_ylim(bottom=0)
-    axes[0][0].set_ylabel("ms")
-    axes[0][0].legend(fontsize=8)
-    fig.suptitle(f"CPU prefill B1 H8 S2048 D128, {result['threads']} threads, mxattn and torch "
-                 f"{result['torch']}, timed in pairs in one process", fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    print(f"plot: {path}")
+    """Each pair's times, ours beside PyTorch's (cpu_vs_torch.draw_panels)."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from cpu_vs_torch import draw_panels
+    panels = [(f"{c['name']}\ntorch/ours {c['ratio_median']:.2f}x (median of pairs)",
+               range(1, c["pairs"] + 1), c["ours_ms"], c["torch_ms"]) for c in result["cases"]]
+    draw_panels(panels, "pair", "ms",
+                f"CPU prefill B1 H8 S2048 D128, {result['threads']} threads, mxattn and torch "
+                f"{result['torch']}, timed in pairs in one process", path)
 
 
 def main():
