@@ -48,7 +48,7 @@ TEST_P(BatchInvariance, AutoSplitIgnoresTheRestOfTheBatch) {
     range.split = false;
     range.max_work = 1'500'000;
     range.max_seq_k = 200;
-    range.bf16_inputs = seed % 4 == 0;  // the AMX kernels' problems
+    range.bf16_inputs = seed % 4 == 0;  // the AMX kernels' single-part problems
     Spec spec = random_spec(seed, range);
     spec.batch = 3;
     spec.seq_k = std::max<int64_t>(spec.seq_k, 96);

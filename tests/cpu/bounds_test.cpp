@@ -73,7 +73,7 @@ std::vector<Spec> path_specs() {
   for (uint64_t seed = 1; seed <= 20; ++seed) {
     SpecRange range;
     range.max_work = 300'000;
-    range.bf16_inputs = seed % 4 == 0;  // the AMX kernels' problems
+    range.bf16_inputs = seed % 4 == 0;  // the AMX kernels' single-part problems
     specs.push_back(random_spec(10'000 + seed, range));
   }
   for (uint64_t n = 0; n < specs.size(); ++n) specs[n].seed = 77 + n;

@@ -47,7 +47,8 @@ TEST(FastEngine, MatchesReferenceOnRandomProblems) {
   EXPECT_GT(empty_rows, 0);
 }
 
-// Q, K and V all bf16, with many rows per tile: the AMX kernels' problems, on every kernel set.
+// Q, K and V all bf16, with many rows per tile: the AMX kernels' single-part problems (bf16 as
+// it is), on every kernel set.
 TEST(FastEngine, MatchesReferenceOnBf16Problems) {
   SpecRange range;
   range.bf16_inputs = true;

@@ -42,7 +42,8 @@ class ExactTest : public ::testing::TestWithParam<CpuRunner> {
   }
 };
 
-// Every fourth seed has Q, K and V all bf16, the problems of the AMX kernels.
+// Every fourth seed has Q, K and V all bf16, which the AMX kernels take as they are (f32 and f16
+// as bf16 parts).
 SpecRange small_range(uint64_t seed) {
   SpecRange r;
   r.max_work = 800'000;

@@ -116,7 +116,7 @@ struct SpecRange {
   bool split = true;  // split_kv other than 1, tile sizes, partial outputs
   bool strided = true;
   bool k_mean = true;
-  bool bf16_inputs = false;  // Q, K and V all bf16 (the inputs of the AMX kernels)
+  bool bf16_inputs = false;  // Q, K and V all bf16 (the AMX kernels take them as they are)
 };
 
 Spec random_spec(uint64_t seed, const SpecRange& range = {});
