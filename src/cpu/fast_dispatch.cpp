@@ -1,4 +1,5 @@
 // Run-time choice of the fast engine's kernel set: the widest instruction set the CPU reports.
+#include <algorithm>
 #include <cstdlib>
 
 #include "cpu/engines.h"
@@ -80,8 +81,8 @@ std::vector<SimdIsa> supported_isas() {
 
 std::vector<SimdIsa> checked_isas() {
   std::vector<SimdIsa> isas = supported_isas();
-  for (SimdIsa isa : supported_isas()) {
-    if (isa == SimdIsa::avx512_bf16) isas.push_back(SimdIsa::avx512_amx_emulated);
+  if (std::find(isas.begin(), isas.end(), SimdIsa::avx512_bf16) != isas.end()) {
+    isas.push_back(SimdIsa::avx512_amx_emulated);
   }
   return isas;
 }

@@ -177,13 +177,13 @@ int64_t round_up32(int64_t x) {
                                                __m512* x) {
   if (f.elem == RowElem::f32) {
     const float* data = reinterpret_cast<const float*>(row.data);
-    alignas(64) float gathered[32] = {};
     const int64_t left = f.width - d;
     if (f.elem_stride == 1 && left >= 32) {
       x[0] = _mm512_loadu_ps(data + d);
       x[1] = _mm512_loadu_ps(data + d + 16);
       return;
     }
+    alignas(64) float gathered[32] = {};
     for (int64_t i = 0; i < 32 && i < left; ++i) gathered[i] = data[(d + i) * f.elem_stride];
     x[0] = _mm512_load_ps(gathered);
     x[1] = _mm512_load_ps(gathered + 16);
