@@ -66,6 +66,7 @@ class DecodeTile {
         values_(rows_bytes(kv) * heads),
         scales_(2 * kKeys * kDim / 32),
         q_(kRows * kQStride),
+        q_f32_(kRows * kQStride),
         scores_(kRows * kLd),
         out_(kRows * kDim) {
     uint64_t s = 0x9e3779b97f4a7c15ull;
@@ -74,13 +75,22 @@ class DecodeTile {
         auto* words = reinterpret_cast<uint16_t*>(rows);
         for (int64_t i = 0; i < kKeys * kDim * heads; ++i) words[i] = random_bf16(s);
       } else {
-        // E4M3 codes with magnitudes below 0x7f (0x7f and 0xff are NaN).
-        for (int64_t i = 0; i < rows_bytes(kv) * heads; ++i)
-          rows[i] = uint8_t(next_random(s) % 0xffu) & 0xfeu;
+        // E4M3 codes of magnitude below 4 (exponent field below 9), as quantized values of a
+        // cache of values about 1 would be. Larger ones give scores hundreds apart and softmax
+        // weights below f32's normal range, which a core multiplies far more slowly.
+        for (int64_t i = 0; i < rows_bytes(kv) * heads; ++i) {
+          const uint32_t r = next_random(s);
+          rows[i] = uint8_t((r & 0x80u) | ((r >> 8) % 0x48u));
+        }
       }
     }
     for (int64_t i = 0; i < 2 * kKeys * kDim / 32; ++i) scales_.data[i] = uint8_t(120 + i % 8);
-    for (int64_t i = 0; i < kRows * kQStride; ++i) q_.data[i] = random_bf16(s);
+    for (int64_t i = 0; i < kRows * kQStride; ++i) {
+      q_.data[i] = random_bf16(s);
+      // The f32 queries of scores_from_rows (any order: the values are random), times the score
+      // scale in log2 units.
+      q_f32_.data[i] = float(int32_t(next_random(s) % 2001u) - 1000) * 1e-3f * 0.125f;
+    }
     const int64_t row_bytes = rows_bytes(kv) / kKeys;
     for (int64_t k = 0; k < kKeys; ++k) {
       key_rows_.push_back({keys_.data + k * heads * row_bytes, scales_.data + k * kDim / 32});
@@ -96,13 +106,19 @@ class DecodeTile {
   }
 
   bool supported() const {
-    return kernels_.scores_bf16_from_rows != nullptr && kernels_.accumulate_from_rows != nullptr;
+    return kernels_.scores_from_rows != nullptr && kernels_.accumulate_from_rows != nullptr;
   }
 
+  // The set's scores of bf16 queries: bf16 dot products where it has them (the AVX-512 BF16
+  // set), else f32 FMAs of the queries as f32 (what the engine runs in the AMX set).
   void scores() {
     const cpu::RowStream keys{key_rows_.data(), kKeys, 1, nullptr, 0};
-    kernels_.scores_bf16_from_rows(format_, keys, q_.data, kQStride, kRows, 0.125f, scores_.data,
-                                   kLd);
+    if (kernels_.scores_bf16_from_rows) {
+      kernels_.scores_bf16_from_rows(format_, keys, q_.data, kQStride, kRows, 0.125f, scores_.data,
+                                     kLd);
+    } else {
+      kernels_.scores_from_rows(format_, keys, q_f32_.data, kQStride, kRows, scores_.data, kLd);
+    }
   }
   void softmax() {
     kernels_.softmax_by_rows(scores_.data, kLd, kRows, kKeys, nullptr, nullptr, row_max_, row_sum_,
@@ -121,7 +137,7 @@ class DecodeTile {
   cpu::RowFormat format_;
   Aligned<uint8_t> keys_, values_, scales_;
   Aligned<uint16_t> q_;
-  Aligned<float> scores_, out_;
+  Aligned<float> q_f32_, scores_, out_;
   std::vector<cpu::RowSource> key_rows_, value_rows_;
   float row_max_[kRows], row_sum_[kRows], rescale_[kRows];
 };
@@ -132,7 +148,7 @@ void BM_DecodeKernel(benchmark::State& state, cpu::SimdIsa isa, DType kv, Part p
                      int64_t heads) {
   DecodeTile tile(kv, isa, heads);
   if (!tile.supported()) {
-    state.SkipWithError("this kernel set has no few-row bf16 kernels");
+    state.SkipWithError("this kernel set has no few-row kernels");
     return;
   }
   tile.scores();
