@@ -13,6 +13,10 @@
 #include <new>
 #include <vector>
 
+#if defined(__x86_64__)
+#include <xmmintrin.h>
+#endif
+
 #include "core/combine.h"
 #include "core/float16.h"
 #include "core/plan.h"
@@ -505,6 +509,33 @@ class Scratch {
   Aligned<uint16_t> weights[kMaxBf16Parts];
 };
 
+// Subnormal f32 results flushed to zero and subnormal inputs read as zero (x86 MXCSR FTZ and DAZ)
+// on the engine's threads while it runs; after, the caller's mode again, with the exception flags
+// raised meanwhile kept. A softmax weight below 2^-126 (a score more than 126 log2 units under its
+// row's maximum) is then 0 instead of a subnormal, which the vector units compute many times more
+// slowly (an f32 prefill whose scores spread that far ran 21x slower, docs/perf.md session 25);
+// what is lost is below 2^-126 of the row's largest weight.
+class FlushSubnormals {
+ public:
+  FlushSubnormals() {
+#if defined(__x86_64__)
+    saved_ = _mm_getcsr();
+    _mm_setcsr(saved_ | kFlushToZero | kDenormalsAreZero);
+#endif
+  }
+  ~FlushSubnormals() {
+#if defined(__x86_64__)
+    _mm_setcsr((_mm_getcsr() & kFlags) | (saved_ & ~kFlags));
+#endif
+  }
+  FlushSubnormals(const FlushSubnormals&) = delete;
+  FlushSubnormals& operator=(const FlushSubnormals&) = delete;
+
+ private:
+  static constexpr unsigned kFlushToZero = 0x8000, kDenormalsAreZero = 0x0040, kFlags = 0x003f;
+  [[maybe_unused]] unsigned saved_ = 0;
+};
+
 class FastEngine {
  public:
   FastEngine(SimdIsa isa, const core::Problem& p, const core::SplitParams& split, int threads)
@@ -550,6 +581,7 @@ class FastEngine {
     const auto claim = [&] { return next_item.fetch_add(1, std::memory_order_relaxed); };
 #pragma omp parallel num_threads(threads_)
     {
+      const FlushSubnormals flush;
       Scratch scratch(scratch_shape());
       int64_t i = claim();
       while (i < items) {

@@ -9,6 +9,10 @@
 #include <cstdlib>
 #include <vector>
 
+#if defined(__x86_64__)
+#include <xmmintrin.h>
+#endif
+
 #include "cpu/compare.h"
 #include "cpu/problem_gen.h"
 #include "cpu/runners.h"
@@ -157,6 +161,34 @@ TEST(FastEngine, AmxF32PartsKeepF32Accuracy) {
 
 // MXATTN_CPU_ISA picks the kernel set of Engine::cpu_fast, call by call; a name that is not one
 // of this CPU's sets leaves the best one.
+// Scores a few hundred log2 units apart: most softmax weights fall below f32's normal range, which
+// the engine flushes to zero on its threads (MXCSR FTZ and DAZ while it runs; subnormal weights
+// made it 20x slower). The results stay within the tolerance on every kernel set, and the caller's
+// floating-point mode, flushing or not, is as it was.
+TEST(FastEngine, WideScoresKeepAccuracyAndTheCallersFloatMode) {
+  for (uint64_t seed = 1; seed <= 40; ++seed) {
+    Spec spec = random_spec(seed);
+    // Scores with a standard deviation of about 40 (the default scale gives about 1).
+    spec.scale = (seed % 3 == 0 ? -40.0f : 40.0f) / std::sqrt(float(spec.dim_qk));
+    SCOPED_TRACE(spec.describe());
+    TestProblem p(spec);
+    ASSERT_TRUE(p.run(Engine::cpu_reference).is_ok());
+    const Outputs want = p.outputs();
+#if defined(__x86_64__)
+    // The mode: every bit but the exception flags (bits 0-5), which a run may raise.
+    constexpr unsigned kMode = ~0x3fu, kFlushBits = 0x8040u;  // FTZ and DAZ
+    const unsigned saved = _mm_getcsr();
+    const unsigned mode = seed % 2 ? saved | kFlushBits : saved & ~kFlushBits;
+    _mm_setcsr(mode);
+#endif
+    ASSERT_NO_FATAL_FAILURE(expect_every_kernel_set_matches(p, want));
+#if defined(__x86_64__)
+    EXPECT_EQ(_mm_getcsr() & kMode, mode & kMode);
+    _mm_setcsr(saved);
+#endif
+  }
+}
+
 TEST(FastEngineApi, EnvironmentPicksTheKernelSet) {
   const cpu::SimdIsa best = cpu::supported_isas().back();
   ASSERT_EQ(unsetenv("MXATTN_CPU_ISA"), 0);
