@@ -43,13 +43,17 @@ struct Avx512 {
   }
 
   // 2^x for x <= 0: exactly 0 for -inf, NaN for NaN. scalef scales by 2^round(x) without building
-  // an exponent by hand, and flushes to 0 far below the smallest denormal.
+  // an exponent by hand, and flushes to 0 far below the smallest denormal. Degree 6 (kExp2Poly,
+  // f32 accuracy) or 4 (kExp2Poly4, for weights kept to 16 bits).
+  template <int Degree = 6>
   static F exp2(F x) {
+    static_assert(Degree == 6 || Degree == 4);
+    const float* c = Degree == 6 ? kExp2Poly : kExp2Poly4;
     x = _mm512_max_ps(_mm512_set1_ps(-200.0f), x);  // -inf -> -200; a NaN x is kept
     const F n = _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     const F f = _mm512_sub_ps(x, n);
-    F p = _mm512_set1_ps(kExp2Poly[6]);
-    for (int i = 5; i >= 0; --i) p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(kExp2Poly[i]));
+    F p = _mm512_set1_ps(c[Degree]);
+    for (int i = Degree - 1; i >= 0; --i) p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(c[i]));
     return _mm512_scalef_ps(p, n);
   }
 
