@@ -510,11 +510,12 @@ class Scratch {
 };
 
 // Subnormal f32 results flushed to zero and subnormal inputs read as zero (x86 MXCSR FTZ and DAZ)
-// on the engine's threads while it runs; after, the caller's mode again, with the exception flags
-// raised meanwhile kept. A softmax weight below 2^-126 (a score more than 126 log2 units under its
-// row's maximum) is then 0 instead of a subnormal, which the vector units compute many times more
-// slowly (an f32 prefill whose scores spread that far ran 21x slower, docs/perf.md session 25);
-// what is lost is below 2^-126 of the row's largest weight.
+// on the engine's threads while they run its work items and merge their pieces (not in the
+// combine of the split partials, which runs after); then the caller's mode again, with the
+// exception flags raised meanwhile kept. A softmax weight below 2^-126 (a score more than 126 log2
+// units under its row's maximum) is then 0 instead of a subnormal, which the vector units compute
+// many times more slowly (an f32 prefill whose scores spread that far ran 21x slower, docs/perf.md
+// session 25); what is lost is below 2^-126 of the row's largest weight.
 class FlushSubnormals {
  public:
   FlushSubnormals() {
