@@ -704,9 +704,17 @@ class FastEngine {
     __builtin_prefetch(row + bytes - 1);
   }
 
-  // The AMX kernels' weights: 16 bits (2 parts) against bf16 values, 24 (3) against f32 and f16.
+  // The AMX kernels' weights: 16 bits (2 parts) against bf16 values, 24 (3) against f32 and f16,
+  // but no finer than the finest O the caller gets (O, and the partials where it asked for them):
+  // 8 bits (1 part, as GPU kernels keep P) for bf16, 16 for f16. A weight's rounding then moves
+  // O by at most 2^-9 (2^-17) of the |V| it weights, about O's own rounding. The row sums, and so
+  // the LSE, add the unrounded weights.
   int weight_parts() const {
-    return p_.args.v.dtype == DType::bf16 ? 2 : 3;
+    const auto kept = [](DType t) { return t == DType::bf16 ? 1 : t == DType::f16 ? 2 : 3; };
+    const TensorView& partial_o = p_.args.split.partial_o;
+    const int caller =
+        std::max(kept(p_.args.o.dtype), partial_o.given() ? kept(partial_o.dtype) : 0);
+    return std::min(p_.args.v.dtype == DType::bf16 ? 2 : 3, caller);
   }
 
   // Q rows of the tile, times scale * log2(e): row-major for the few-row kernels (in even/odd

@@ -31,7 +31,7 @@ void expect_every_kernel_set_matches(TestProblem& p, const Outputs& want) {
     ASSERT_TRUE(runner.run(p).is_ok());
     const Outputs got = p.outputs();
     ASSERT_TRUE(empty_rows_exact(p, got));
-    ASSERT_TRUE(outputs_close(want, got, p.spec().o_type));
+    ASSERT_TRUE(outputs_close(p, want, got));
   }
 }
 

@@ -419,8 +419,8 @@ void softmax16(const Bf16TileStep& s, int64_t r0, int64_t local0, int64_t keys_u
   const __m512 factor = Ops::exp2(_mm512_sub_ps(old_max, shift));
   alignas(64) float shifts[16];
   _mm512_store_ps(shifts, shift);
-  // Weights kept to 16 bits (2 parts) need no more than the degree-4 exponential's 2.7e-6.
-  const bool short_exp = s.weight_parts == 2;
+  // Weights kept to 16 bits (2 parts) or fewer need no more than the degree-4 exponential's 2.7e-6.
+  const bool short_exp = s.weight_parts <= 2;
   for (int64_t r = 0; r < 16; ++r) {
     const float* scores = s.scores + (local0 + r) * s.keys_padded;
     const int64_t at = (local0 + r) * s.keys_padded;
