@@ -5,7 +5,8 @@
 // Bf16TileStep in fast_kernels.h): a product of two operands is the sum of the products of their
 // parts down to 2^-24, so the scores are as accurate as the f32 kernels'. The weights P are f32
 // values in [0, 1]: rounded to bf16 they would lose 8 bits, so they too are split, into 2 parts
-// (16 bits) against bf16 values and 3 (all 24) against f32 and f16 values.
+// (16 bits) against bf16 values and 3 (all 24) against f32 and f16 values, unless the caller's O
+// is bf16 (1 part, as GPU kernels keep P) or f16 (2 parts): the engine picks the count.
 //
 // Tiles: 0-3 accumulate (16 x 16 f32 each, a 2 x 2 block), 4-5 hold the A operand (16 rows x 32
 // bf16), 6-7 the B operand (16 pairs of rows x 16 columns of bf16 pairs). One shape for all eight.
