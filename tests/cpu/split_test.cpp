@@ -122,7 +122,20 @@ INSTANTIATE_TEST_SUITE_P(CpuEngines, SplitTest, ::testing::ValuesIn(cpu_runners(
   return ::testing::AssertionSuccess();
 }
 
-// The fast engine's partials against the reference's, with every kernel set.
+// The fast engine's partials on spec against the reference's, with every kernel set.
+void expect_fast_partials_match(const Spec& spec) {
+  SCOPED_TRACE(spec.describe());
+  TestProblem p(spec);
+  ASSERT_TRUE(p.run(Engine::cpu_reference).is_ok());
+  const Outputs want = p.outputs();
+  for (const CpuRunner& runner : fast_runners()) {
+    SCOPED_TRACE(runner.name());
+    ASSERT_TRUE(runner.run(p).is_ok());
+    ASSERT_TRUE(partials_close(spec, p.slots(), want, p.outputs()));
+  }
+}
+
+// Random problems' partials, split by split.
 TEST(SplitPartials, FastMatchesReferenceSplitBySplit) {
   for (uint64_t seed = 3001; seed <= 3040; ++seed) {
     Spec spec = random_spec(seed, split_range());
@@ -132,15 +145,7 @@ TEST(SplitPartials, FastMatchesReferenceSplitBySplit) {
     spec.partials = true;
     spec.counts = true;
     spec.early_exit = seed % 2 == 0;
-    SCOPED_TRACE(spec.describe());
-    TestProblem p(spec);
-    ASSERT_TRUE(p.run(Engine::cpu_reference).is_ok());
-    const Outputs want = p.outputs();
-    for (const CpuRunner& runner : fast_runners()) {
-      SCOPED_TRACE(runner.name());
-      ASSERT_TRUE(runner.run(p).is_ok());
-      ASSERT_TRUE(partials_close(spec, p.slots(), want, p.outputs()));
-    }
+    ASSERT_NO_FATAL_FAILURE(expect_fast_partials_match(spec));
   }
 }
 
@@ -160,15 +165,7 @@ TEST(SplitPartials, Bf16OutputKeepsF32Partials) {
     spec.tile_m = 64;
     spec.partials = true;
     spec.counts = true;
-    SCOPED_TRACE(spec.describe());
-    TestProblem p(spec);
-    ASSERT_TRUE(p.run(Engine::cpu_reference).is_ok());
-    const Outputs want = p.outputs();
-    for (const CpuRunner& runner : fast_runners()) {
-      SCOPED_TRACE(runner.name());
-      ASSERT_TRUE(runner.run(p).is_ok());
-      ASSERT_TRUE(partials_close(spec, p.slots(), want, p.outputs()));
-    }
+    ASSERT_NO_FATAL_FAILURE(expect_fast_partials_match(spec));
   }
 }
 
