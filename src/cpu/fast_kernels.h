@@ -78,8 +78,8 @@ struct RowStream {
 // 2^(-8 i) of the value. f32 is exactly the sum of 3 parts, f16 of 2, bf16 is 1; the softmax
 // weights are split into 2 parts against bf16 values (16 bits of each weight) and 3 against f32
 // and f16 values, but no more than the output needs: 1 for a bf16 O, 2 for an f16 one (the
-// engine's weight_parts). A product of two operands is the sum of the products of parts i and j with
-// i + j <= 2 (kBf16PartLevels): those left out are below 2^-24 of it, f32's rounding.
+// engine's weight_parts). A product of two operands is the sum of the products of parts i and j
+// with i + j <= 2 (kBf16PartLevels): those left out are below 2^-24 of it, f32's rounding.
 constexpr int kMaxBf16Parts = 3;
 constexpr int kBf16PartLevels = 2;
 
