@@ -159,8 +159,6 @@ TEST(FastEngine, AmxF32PartsKeepF32Accuracy) {
   EXPECT_EQ(checked, 40);
 }
 
-// MXATTN_CPU_ISA picks the kernel set of Engine::cpu_fast, call by call; a name that is not one
-// of this CPU's sets leaves the best one.
 // Scores a few hundred log2 units apart: most softmax weights fall below f32's normal range, which
 // the engine flushes to zero on its threads (MXCSR FTZ and DAZ while it runs; subnormal weights
 // made it 20x slower). The results stay within the tolerance on every kernel set, and the caller's
@@ -189,6 +187,8 @@ TEST(FastEngine, WideScoresKeepAccuracyAndTheCallersFloatMode) {
   }
 }
 
+// MXATTN_CPU_ISA picks the kernel set of Engine::cpu_fast, call by call; a name that is not one
+// of this CPU's sets leaves the best one.
 TEST(FastEngineApi, EnvironmentPicksTheKernelSet) {
   const cpu::SimdIsa best = cpu::supported_isas().back();
   ASSERT_EQ(unsetenv("MXATTN_CPU_ISA"), 0);
