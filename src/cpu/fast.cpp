@@ -14,6 +14,7 @@
 #include <vector>
 
 #if defined(__x86_64__)
+#include <pmmintrin.h>  // _MM_DENORMALS_ZERO_ON
 #include <xmmintrin.h>
 #endif
 
@@ -521,19 +522,18 @@ class FlushSubnormals {
   FlushSubnormals() {
 #if defined(__x86_64__)
     saved_ = _mm_getcsr();
-    _mm_setcsr(saved_ | kFlushToZero | kDenormalsAreZero);
+    _mm_setcsr(saved_ | _MM_FLUSH_ZERO_ON | _MM_DENORMALS_ZERO_ON);
 #endif
   }
   ~FlushSubnormals() {
 #if defined(__x86_64__)
-    _mm_setcsr((_mm_getcsr() & kFlags) | (saved_ & ~kFlags));
+    _mm_setcsr((_mm_getcsr() & _MM_EXCEPT_MASK) | (saved_ & ~unsigned(_MM_EXCEPT_MASK)));
 #endif
   }
   FlushSubnormals(const FlushSubnormals&) = delete;
   FlushSubnormals& operator=(const FlushSubnormals&) = delete;
 
  private:
-  static constexpr unsigned kFlushToZero = 0x8000, kDenormalsAreZero = 0x0040, kFlags = 0x003f;
   [[maybe_unused]] unsigned saved_ = 0;
 };
 
