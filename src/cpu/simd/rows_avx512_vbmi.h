@@ -14,7 +14,6 @@
 
 #include <immintrin.h>
 
-#include <algorithm>
 #include <cstdint>
 
 #include "cpu/fast_kernels.h"
@@ -177,23 +176,17 @@ class Fp8Rows {
   const float* scale_values_;
 };
 
-// Fetches bytes [first, end) of next row k of the stream (every line they touch) into the L2
-// cache, with its first scale where `scale`. Inlined: GCC deems a function of prefetches alone
-// pure and drops the calls.
-[[gnu::always_inline]] inline void prefetch_next_part(const RowStream& s, int64_t k, int64_t first,
-                                                      int64_t end, bool scale) {
+// Fetches next row k of the stream (`bytes` of elements and its first scale) into the L2 cache,
+// each 64-byte line the row touches once. Inlined: GCC deems a function of prefetches alone pure
+// and drops the calls.
+[[gnu::always_inline]] inline void prefetch_next(const RowStream& s, int64_t k, int64_t bytes) {
   if (k >= s.next_count) return;
   const RowSource& row = s.next[k];
-  const uintptr_t last = uintptr_t(row.data + end - 1);
-  for (uintptr_t at = uintptr_t(row.data + first) & ~uintptr_t(63); at <= last; at += 64) {
+  const uintptr_t last = uintptr_t(row.data + bytes - 1);
+  for (uintptr_t at = uintptr_t(row.data) & ~uintptr_t(63); at <= last; at += 64) {
     __builtin_prefetch(reinterpret_cast<const void*>(at), 0, 2);
   }
-  if (scale && row.scales) __builtin_prefetch(row.scales, 0, 2);
-}
-
-// Fetches next row k of the stream (`bytes` of elements and its first scale) into the L2 cache.
-[[gnu::always_inline]] inline void prefetch_next(const RowStream& s, int64_t k, int64_t bytes) {
-  prefetch_next_part(s, k, 0, bytes, true);
+  if (row.scales) __builtin_prefetch(row.scales, 0, 2);
 }
 
 // Keys k and k + 1 of a stream, whose rows the score kernels read together (past the last key,
@@ -394,13 +387,8 @@ void value_block_from_rows(const Rows& rows, const RowStream& s, const float* we
       acc[r][2 * b + 1] = _mm512_mul_ps(_mm512_permutex2var_ps(low, order.odd, high), factor);
     }
   }
-  // Each pass over the columns fetches its own part of the next rows (the passes of a row fetch
-  // all of it between them): the fetches then go out at an even rate, not all in the first pass.
-  const int64_t bytes = rows.row_bytes();
-  const int64_t fetch_first = d * bytes / rows.width();
-  const int64_t fetch_end = std::min(bytes, (d + 32 * NB) * bytes / rows.width());
   for (int64_t k = 0; k < s.count; ++k) {
-    prefetch_next_part(s, k, fetch_first, fetch_end, d == 0);
+    prefetch_next(s, k, rows.row_bytes());
     __m512 v[4];
     if constexpr (kTail) {
       rows.read_tail(s.rows[k * s.step], d, v);
@@ -424,12 +412,13 @@ void value_block_from_rows(const Rows& rows, const RowStream& s, const float* we
   }
 }
 
-// Rows [0, R) of the output over every column.
+// Rows [0, R) of the output over every column; the next rows are fetched on the first pass.
 template <class Rows, int R>
-void value_rows_from_rows(const Rows& rows, const RowStream& s, const float* weights, int64_t ld,
-                          const float* rescale, float* out, int64_t out_stride) {
+void value_rows_from_rows(const Rows& rows, const RowStream& stream, const float* weights,
+                          int64_t ld, const float* rescale, float* out, int64_t out_stride) {
+  RowStream s = stream;
   const int64_t whole = rows.width() / 64 * 64;
-  for (int64_t d = 0; d < whole; d += 64) {
+  for (int64_t d = 0; d < whole; d += 64, s.next_count = 0) {
     value_block_from_rows<Rows, R, 2, false>(rows, s, weights, ld, rescale, d, out, out_stride);
   }
   if (whole == rows.width()) return;
