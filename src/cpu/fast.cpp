@@ -707,9 +707,7 @@ class FastEngine {
     const int64_t bits = bits_of(view.dtype);
     const char* row = static_cast<const char*>(view.data) +
                       core::offset_of(view, t.q.b, at.i, at.h, 0) * bits / 8;
-    const int64_t bytes = (p_.dim_qk * bits + 7) / 8;
-    for (int64_t at_byte = 0; at_byte < bytes; at_byte += 64) __builtin_prefetch(row + at_byte);
-    __builtin_prefetch(row + bytes - 1);
+    prefetch_lines<3>(row, (p_.dim_qk * bits + 7) / 8);
   }
 
   // The AMX kernels' weights: 16 bits (2 parts) against bf16 values, 24 (3) against f32 and f16,

@@ -176,16 +176,12 @@ class Fp8Rows {
   const float* scale_values_;
 };
 
-// Fetches next row k of the stream (`bytes` of elements and its first scale) into the L2 cache,
-// each 64-byte line the row touches once. Inlined: GCC deems a function of prefetches alone pure
-// and drops the calls.
+// Fetches next row k of the stream (`bytes` of elements and its first scale) into the L2 cache.
+// Inlined: GCC deems a function of prefetches alone pure and drops the calls.
 [[gnu::always_inline]] inline void prefetch_next(const RowStream& s, int64_t k, int64_t bytes) {
   if (k >= s.next_count) return;
   const RowSource& row = s.next[k];
-  const uintptr_t last = uintptr_t(row.data + bytes - 1);
-  for (uintptr_t at = uintptr_t(row.data) & ~uintptr_t(63); at <= last; at += 64) {
-    __builtin_prefetch(reinterpret_cast<const void*>(at), 0, 2);
-  }
+  prefetch_lines<2>(row.data, bytes);
   if (row.scales) __builtin_prefetch(row.scales, 0, 2);
 }
 
