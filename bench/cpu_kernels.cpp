@@ -1,6 +1,7 @@
 // Google Benchmark micro-benchmarks of the fast CPU engine's few-row decode kernels (the ones that
 // read K and V rows where they lie, src/cpu/simd/rows_avx512_*.h), each on its own and as one
-// decode step, with every row in the L1/L2 caches: what a key costs in arithmetic alone, apart
+// decode step, and the AMX set's few-row tile kernel (src/cpu/simd/amx_rows.h: the whole step),
+// with every row in the L1/L2 caches: what a key costs in arithmetic alone, apart
 // from memory. One GQA group of 4 query rows against kKeys keys of one head, D = 128, for bf16 and
 // E4M3 rows, in every kernel set this CPU runs that has them. The rows lie either one after the
 // other (heads1: all in L1) or as one head of a BSHD cache of 8 KV heads (heads8: rows 8 apart, as
@@ -10,6 +11,7 @@
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <new>
 #include <string>
 #include <vector>
@@ -68,7 +70,13 @@ class DecodeTile {
         q_(kRows * kQStride),
         q_f32_(kRows * kQStride),
         scores_(kRows * kLd),
-        out_(kRows * kDim) {
+        out_(kRows * kDim),
+        q_tiles_(kRows * kDim / 2),
+        key_scratch_(kKeys * kDim),
+        value_scratch_(kKeys * kDim),
+        score_tiles_(kKeys * 16),
+        weight_tiles_(kKeys * 16),
+        products_(4 * 16 * 16) {
     uint64_t s = 0x9e3779b97f4a7c15ull;
     for (uint8_t* rows : {keys_.data, values_.data}) {
       if (kv == DType::bf16) {
@@ -103,6 +111,46 @@ class DecodeTile {
       rescale_[r] = 1.0f;
     }
     for (int64_t i = 0; i < kRows * kDim; ++i) out_.data[i] = 0.0f;
+    // Q^T tiles of the AMX few-row kernel (RowTileStep): element pairs by query row, one part.
+    for (int64_t r = 0; r < kRows; ++r) {
+      for (int64_t d = 0; d < kDim; d += 2) {
+        q_tiles_.data[(d / 2) * kRows + r] =
+            uint32_t(q_.data[r * kQStride + d]) | uint32_t(q_.data[r * kQStride + d + 1]) << 16;
+      }
+    }
+  }
+
+  bool has_tiles() const { return kernels_.attend_rows_bf16 != nullptr; }
+  // Scores, softmax and values on the AMX few-row kernel (the engine's decode step in the AMX
+  // set).
+  void tiles() {
+    cpu::RowTileStep step;
+    step.key_format = &format_;
+    step.value_format = &format_;
+    step.keys = {key_rows_.data(), kKeys, 1, nullptr, 0};
+    step.values = {value_rows_.data(), kKeys, 1, nullptr, 0};
+    step.q_tiles = q_tiles_.data;
+    step.rows = kRows;
+    step.row_block = kRows;
+    step.dim_qk_padded = step.dim_v_padded = kDim;
+    step.score_factor = 0.125f;
+    step.row_max = row_max_;
+    step.row_sum = row_sum_;
+    step.rescale = rescale_;
+    step.out = out_.data;
+    step.out_stride = kDim;
+    step.keys_padded = kKeys;
+    step.key_rows = key_scratch_.data;
+    step.value_rows = value_scratch_.data;
+    step.scores = scores_.data;
+    step.ld = kLd;
+    step.score_tiles = score_tiles_.data;
+    step.weight_tiles = weight_tiles_.data;
+    step.products = products_.data;
+    if (!kernels_.attend_rows_bf16(step)) std::abort();
+  }
+  void release() {
+    if (kernels_.release_tiles) kernels_.release_tiles();
   }
 
   bool supported() const {
@@ -138,17 +186,22 @@ class DecodeTile {
   Aligned<uint8_t> keys_, values_, scales_;
   Aligned<uint16_t> q_;
   Aligned<float> q_f32_, scores_, out_;
+  Aligned<uint32_t> q_tiles_;
+  Aligned<uint16_t> key_scratch_, value_scratch_;
+  Aligned<float> score_tiles_;
+  Aligned<uint32_t> weight_tiles_;
+  Aligned<float> products_;
   std::vector<cpu::RowSource> key_rows_, value_rows_;
   float row_max_[kRows], row_sum_[kRows], rescale_[kRows];
 };
 
-enum class Part { scores, softmax, values, step };
+enum class Part { scores, softmax, values, step, tiles };
 
 void BM_DecodeKernel(benchmark::State& state, cpu::SimdIsa isa, DType kv, Part part,
                      int64_t heads) {
   DecodeTile tile(kv, isa, heads);
-  if (!tile.supported()) {
-    state.SkipWithError("this kernel set has no few-row kernels");
+  if (!tile.supported() || (part == Part::tiles && !tile.has_tiles())) {
+    state.SkipWithError("this kernel set has no such kernels");
     return;
   }
   tile.scores();
@@ -169,10 +222,14 @@ void BM_DecodeKernel(benchmark::State& state, cpu::SimdIsa isa, DType kv, Part p
         tile.softmax();
         tile.values();
         break;
+      case Part::tiles:
+        tile.tiles();
+        break;
     }
     benchmark::DoNotOptimize(tile.out());
     benchmark::ClobberMemory();
   }
+  tile.release();
   state.SetItemsProcessed(int64_t(state.iterations()) * kKeys);
   state.counters["ns_per_key"] =
       benchmark::Counter(double(state.iterations()) * kKeys,
@@ -180,12 +237,13 @@ void BM_DecodeKernel(benchmark::State& state, cpu::SimdIsa isa, DType kv, Part p
 }
 
 void register_all() {
-  const char* part_names[] = {"scores", "softmax", "values", "step"};
+  const char* part_names[] = {"scores", "softmax", "values", "step", "tiles"};
   for (const cpu::SimdIsa isa : cpu::supported_isas()) {
     if (isa != cpu::SimdIsa::avx512_bf16 && isa != cpu::SimdIsa::avx512_amx) continue;
     for (const DType kv : {DType::bf16, DType::e4m3}) {
       for (const int64_t heads : {1, 8}) {
-        for (int part = 0; part < 4; ++part) {
+        for (int part = 0; part < 5; ++part) {
+          if (Part(part) == Part::tiles && isa != cpu::SimdIsa::avx512_amx) continue;
           const std::string name =
               "decode_" + std::string(part_names[part]) + "/" + std::string(cpu::isa_name(isa)) +
               "/" + std::string(mxattn::name_of(kv)) + "/heads" + std::to_string(heads);

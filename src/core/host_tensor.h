@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <memory>
+#include <new>
 #include <vector>
 
 #include "core/float16.h"
@@ -15,14 +16,17 @@ namespace mxattn::core {
 class HostTensor {
  public:
   HostTensor() = default;
-  HostTensor(DType dtype, std::initializer_list<int64_t> shape) : HostTensor(dtype, std::vector<int64_t>(shape)) {}
+  HostTensor(DType dtype, std::initializer_list<int64_t> shape)
+      : HostTensor(dtype, std::vector<int64_t>(shape)) {}
   HostTensor(DType dtype, const std::vector<int64_t>& shape) {
     view_.dtype = dtype;
     view_.rank = int(shape.size());
     for (int i = 0; i < view_.rank; ++i) view_.shape[i] = shape[i];
     set_contiguous_strides(view_);
     view_.bytes = bytes_needed(view_).value_or(0);
-    storage_.reset(new std::byte[size_t(view_.bytes) + 1]());  // +1: non-null for empty tensors
+    // +1: non-null for empty tensors. Aligned to a page: malloc would put a large buffer 16 bytes
+    // past a page boundary, so that every 64-byte row of a KV cache spanned two cache lines.
+    storage_.reset(new (std::align_val_t(kAlignment)) std::byte[size_t(view_.bytes) + 1]());
     view_.data = storage_.get();
   }
 
@@ -36,7 +40,11 @@ class HostTensor {
   int64_t bytes() const { return view_.bytes; }
 
  private:
-  std::unique_ptr<std::byte[]> storage_;
+  static constexpr size_t kAlignment = 4096;
+  struct AlignedDelete {
+    void operator()(std::byte* p) const { ::operator delete[](p, std::align_val_t(kAlignment)); }
+  };
+  std::unique_ptr<std::byte[], AlignedDelete> storage_;
   TensorView view_;
 };
 

@@ -46,6 +46,7 @@ constexpr int64_t kDirectBlock = 32;
 // The bf16 dot products of scores_bf16_from_rows read keys 128 elements at a time.
 constexpr int64_t kDotChunk = 128;
 constexpr int64_t kTileBf16 = 32;
+constexpr int64_t kTileRows = 16;
 constexpr int64_t kAmxBlockRows = 32;
 // The AMX kernels take consecutive key tiles whose keys follow on from each other as one step of
 // up to this many keys: every step reads and writes the whole output tile, which then happens
@@ -151,6 +152,14 @@ int bf16_parts(DType t) {
 bool amx_tiles(const FastKernels& kernels, const core::Problem& p, const core::SplitParams& split) {
   return kernels.attend_bf16 && !few_rows_per_head(p, split) && bf16_parts(p.args.q.dtype) > 0 &&
          bf16_parts(p.args.k.dtype) > 0 && bf16_parts(p.args.v.dtype) > 0;
+}
+
+// Whether the AMX few-row kernel (RowTileStep) takes rows of format f, as chosen_row_tiles
+// allows: bf16, and FP8 with MX blocks along the row.
+bool row_tile_format(const RowFormat& f, RowTiles allowed) {
+  if (f.elem == RowElem::bf16) return allowed != RowTiles::none;
+  return allowed == RowTiles::all && (f.elem == RowElem::e4m3 || f.elem == RowElem::e5m2) &&
+         f.scale_span == 32;
 }
 
 // x[0, n) times `sign` as `parts` bf16 parts (Bf16TileStep): part 0 truncated to bf16, each next
@@ -428,9 +437,10 @@ class RowGather {
 // What the per-thread scratch holds, for the largest tile group of the plan.
 struct ScratchShape {
   int64_t heads = 1, rows_padded = 0, tile_n = 0, dim_qk_padded = 0, dim_v_padded = 0;
-  bool row_tiles = true;      // f32 K and V tiles (not when the kernels read the rows directly)
-  bool bf16_tiles = false;    // the AMX kernels' operands and scratch
-  bool bf16_queries = false;  // bf16 queries (the AMX kernels, scores_bf16_from_rows)
+  bool row_tiles = true;         // f32 K and V tiles (not when the kernels read the rows directly)
+  bool bf16_tiles = false;       // the AMX kernels' operands and scratch
+  bool bf16_queries = false;     // bf16 queries (the AMX kernels, scores_bf16_from_rows)
+  int64_t row_tile_q_words = 0;  // the AMX few-row kernel's scratch (0: none): Q^T tiles a head
   // The AMX kernels' bf16 parts of Q, K, V and the weights (Bf16TileStep).
   int q_parts = 1, key_parts = 1, value_parts = 1, weight_parts = 2;
   int64_t keys_padded() const { return round_up(tile_n, kTileBf16); }  // tile_n: keys per step
@@ -457,6 +467,17 @@ class Scratch {
         bf16_q_(zeroed<uint16_t>(
             s.bf16_queries ? s.q_parts * s.heads * s.rows_padded * s.dim_qk_padded : 0)),
         block_scores(zeroed_floats(s.bf16_tiles ? kAmxBlockRows * s.keys_padded() : 0)) {
+    if (s.row_tile_q_words > 0) {
+      const int64_t key_count = round_up(s.tile_n, kTileRows);
+      q_tiles_ = zeroed<uint32_t>(s.heads * s.row_tile_q_words);
+      key_rows = zeroed<uint16_t>(key_count * s.dim_qk_padded);
+      value_rows = zeroed<uint16_t>(key_count * s.dim_v_padded);
+      score_tiles = zeroed_floats(key_count * kTileRows);
+      row_scores = zeroed_floats(s.rows_padded * key_count);
+      weight_tiles = zeroed<uint32_t>(key_count * kTileRows);
+      products = zeroed_floats(4 * kTileRows * kTileRows);
+      q_parts_row.resize(size_t(kMaxBf16Parts * s.dim_qk_padded));
+    }
     if (!s.bf16_tiles) return;
     for (int i = 0; i < s.key_parts; ++i) {
       packed_keys[i] = zeroed<uint32_t>(s.dim_qk_padded / 2 * s.keys_padded());
@@ -489,6 +510,9 @@ class Scratch {
             state + 3 * rows};
   }
 
+  // Head k's queries as the AMX few-row kernel's tiles of Q^T (RowTileStep::q_tiles).
+  uint32_t* q_tiles(int64_t k) { return q_tiles_.get() + k * shape_.row_tile_q_words; }
+
   // Head k's queries as bf16 (part `part` of the AMX kernels' parts), for the AMX kernels and
   // scores_bf16_from_rows: rows_padded rows of dim_qk_padded.
   uint16_t* bf16_queries(int64_t k, int part = 0) {
@@ -505,10 +529,12 @@ class Scratch {
   // Where the rows of the current tile start, and (read directly) those of the next tile.
   std::vector<RowSource> key_sources, value_sources, next_key_sources, next_value_sources;
   std::vector<float> q_row;
+  std::vector<uint16_t> q_parts_row;  // a query row's bf16 parts (the AMX few-row kernel)
 
  private:
   Floats q_, out_, row_state_;
   Aligned<uint16_t> bf16_q_;
+  Aligned<uint32_t> q_tiles_;
 
  public:
   // The AMX kernels' K and V operands of the current tile and head (a part each), and their
@@ -516,6 +542,10 @@ class Scratch {
   Floats block_scores;
   Aligned<uint32_t> packed_keys[kMaxBf16Parts], packed_values[kMaxBf16Parts];
   Aligned<uint16_t> weights[kMaxBf16Parts];
+  // The AMX few-row kernel's scratch (RowTileStep).
+  Aligned<uint16_t> key_rows, value_rows;
+  Floats score_tiles, row_scores, products;
+  Aligned<uint32_t> weight_tiles;
 };
 
 // Subnormal f32 results flushed to zero and subnormal inputs read as zero (x86 MXCSR FTZ and DAZ)
@@ -561,6 +591,9 @@ class FastEngine {
         bf16_scores_(direct_ && kernels_.scores_bf16_from_rows && p.args.q.dtype == DType::bf16 &&
                      keys_.format().elem_stride == 1 && keys_.format().elem != RowElem::f16),
         amx_(amx_tiles(kernels_, p, split)),
+        row_tiles_(direct_ && kernels_.attend_rows_bf16 &&
+                   row_tile_format(keys_.format(), chosen_row_tiles()) &&
+                   row_tile_format(values_.format(), chosen_row_tiles())),
         rows_padded_(round_up(plan_.max_rows, kPad)),
         dim_qk_padded_(round_up(p.dim_qk, bf16_scores_ ? kDotChunk
                                           : direct_    ? kDirectBlock
@@ -599,6 +632,7 @@ class FastEngine {
                  following < items ? &plan_.items[size_t(following)] : nullptr);
         i = direct_ ? following : claim();
       }
+      if (row_tiles_) kernels_.release_tiles();
 #pragma omp barrier
 #pragma omp for schedule(dynamic, 1)
       for (int64_t m = 0; m < merges; ++m) merge_pieces(plan_.merges[size_t(m)], scratch);
@@ -622,6 +656,10 @@ class FastEngine {
     s.row_tiles = !direct_ && !amx_;
     s.bf16_tiles = amx_;
     s.bf16_queries = amx_ || bf16_scores_;
+    if (row_tiles_) {
+      const int64_t blocks = core::ceil_div(rows_padded_, row_block());
+      s.row_tile_q_words = blocks * (dim_qk_padded_ / 2) * row_block() * row_q_parts();
+    }
     if (amx_) {
       s.q_parts = bf16_parts(p_.args.q.dtype);
       s.key_parts = bf16_parts(p_.args.k.dtype);
@@ -723,6 +761,19 @@ class FastEngine {
     return std::min(p_.args.v.dtype == DType::bf16 ? 2 : 3, caller);
   }
 
+  // The AMX few-row kernel's parts: Q as the AMX tiles take it (MX Q, dequantized to f32, in 3);
+  // the weights as against bf16 values (FP8 values are exact in bf16); rows a block.
+  int row_q_parts() const {
+    const int parts = bf16_parts(p_.args.q.dtype);
+    return parts > 0 ? parts : kMaxBf16Parts;
+  }
+  int row_weight_parts() const {
+    return std::min(2, weight_parts());
+  }
+  int64_t row_block() const {
+    return std::min<int64_t>(kTileRows / row_q_parts(), kTileRows / 2 / row_weight_parts());
+  }
+
   // Q rows of the tile, times scale * log2(e): row-major for the few-row kernels (in even/odd
   // order for those that read K rows directly), else transposed. The AMX kernels take Q as given,
   // negated where the scale is negative (exact), as bf16 parts (bf16 Q as it is), row-major, head
@@ -774,6 +825,7 @@ class FastEngine {
       return;
     }
     std::fill(q, q + rows_padded_ * dim_qk_padded_, 0.0f);
+    if (row_tiles_) std::fill_n(sc.q_tiles(k), scratch_shape().row_tile_q_words, uint32_t(0));
     const float factor = p_.scale * kLog2e;
     for (int64_t r = 0; r < t.rows(); ++r) {
       if (ahead > 0) prefetch_q_row(t, r + ahead);
@@ -791,6 +843,25 @@ class FastEngine {
           q[d * rows_padded_ + r] = x;
         }
       }
+      if (row_tiles_) pack_q_tiles(sc, k, r);
+    }
+  }
+
+  // Packed row r of head k's queries (sc.q_row, as loaded; overwritten) into the AMX few-row
+  // kernel's tiles of Q^T (RowTileStep::q_tiles), as bf16 parts.
+  void pack_q_tiles(Scratch& sc, int64_t k, int64_t r) const {
+    const int parts = row_q_parts();
+    const int64_t rb = row_block(), columns = rb * parts;
+    uint16_t* split[kMaxBf16Parts];
+    for (int i = 0; i < parts; ++i) split[i] = sc.q_parts_row.data() + i * dim_qk_padded_;
+    split_bf16(sc.q_row.data(), p_.dim_qk, 1.0f, parts, split);  // overwrites q_row
+    uint32_t* tiles = sc.q_tiles(k) + (r / rb) * (dim_qk_padded_ / 2) * columns;
+    for (int i = 0; i < parts; ++i) {
+      const int64_t n = (r % rb) * parts + i;
+      for (int64_t d = 0; d + 1 < p_.dim_qk; d += 2) {
+        tiles[(d / 2) * columns + n] = uint32_t(split[i][d]) | uint32_t(split[i][d + 1]) << 16;
+      }
+      if (p_.dim_qk % 2) tiles[(p_.dim_qk / 2) * columns + n] = split[i][p_.dim_qk - 1];
     }
   }
 
@@ -831,6 +902,7 @@ class FastEngine {
                                sc.next_key_sources.data() + k * next_keys, next_keys};
       const RowStream value_rows{sc.value_sources.data() + k, keys, heads,
                                  sc.next_value_sources.data() + k * next_keys, next_keys};
+      if (row_tiles_ && row_tile_step(sc, k, key_rows, value_rows, rows, all_visible)) continue;
       if (bf16_scores_) {
         kernels_.scores_bf16_from_rows(keys_.format(), key_rows, sc.bf16_queries(k), dim_qk_padded_,
                                        rows, p_.scale * kLog2e, sc.scores.get(), ld);
@@ -844,6 +916,42 @@ class FastEngine {
       kernels_.accumulate_from_rows(values_.format(), value_rows, sc.scores.get(), ld, h.rescale,
                                     rows, h.out, dim_v_padded_);
     }
+  }
+
+  // direct_step's tile for head k on the AMX few-row kernel; false where it declines the tile
+  // (nothing changed).
+  bool row_tile_step(Scratch& sc, int64_t k, const RowStream& key_rows, const RowStream& value_rows,
+                     int64_t rows, bool all_visible) const {
+    const Scratch::Head h = sc.head(k);
+    RowTileStep step;
+    step.key_format = &keys_.format();
+    step.value_format = &values_.format();
+    step.keys = key_rows;
+    step.values = value_rows;
+    step.q_tiles = sc.q_tiles(k);
+    step.q_parts = row_q_parts();
+    step.weight_parts = row_weight_parts();
+    step.rows = rows;
+    step.row_block = row_block();
+    step.dim_qk_padded = dim_qk_padded_;
+    step.dim_v_padded = dim_v_padded_;
+    step.score_factor = p_.scale * kLog2e;
+    step.first = all_visible ? nullptr : sc.first.get();
+    step.last = sc.last.get();
+    step.row_max = h.row_max;
+    step.row_sum = h.row_sum;
+    step.rescale = h.rescale;
+    step.out = h.out;
+    step.out_stride = dim_v_padded_;
+    step.keys_padded = round_up(split_.tile_n, kTileRows);
+    step.key_rows = sc.key_rows.get();
+    step.value_rows = sc.value_rows.get();
+    step.scores = sc.row_scores.get();
+    step.ld = step.keys_padded;
+    step.score_tiles = sc.score_tiles.get();
+    step.weight_tiles = sc.weight_tiles.get();
+    step.products = sc.products.get();
+    return kernels_.attend_rows_bf16(step);
   }
 
   // One key tile of `keys` keys (located in sc) for head k of a group, packed rows
@@ -1103,6 +1211,8 @@ class FastEngine {
   bool bf16_scores_;
   // The many-row kernels of the AMX tile unit, where the set has them and Q, K, V are bf16.
   bool amx_;
+  // The few-row tiles run on the AMX kernel (attend_rows_bf16), the FMA ones where it declines.
+  bool row_tiles_;
   int64_t rows_padded_, dim_qk_padded_, dim_v_padded_;
   const CombineArgs* partial_views_ = nullptr;
   Floats piece_o_, piece_lse_;

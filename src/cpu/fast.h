@@ -25,6 +25,13 @@ std::vector<SimdIsa> checked_isas();
 
 std::string_view isa_name(SimdIsa isa);
 
+// Which K and V rows the AMX set's few-row tile kernel (decode, RowTileStep) takes: bf16 only,
+// bf16 and FP8 (E4M3, E5M2), or none (the FMA kernels take every tile). The environment variable
+// MXATTN_CPU_ROW_TILES names one of "bf16", "all", "none" (read at every engine run, so that a
+// benchmark can alternate them within one process); unset or anything else: bf16.
+enum class RowTiles : uint8_t { none, bf16, all };
+RowTiles chosen_row_tiles();
+
 // The kernel set of `isa`, which must be one of checked_isas().
 const FastKernels& fast_kernels(SimdIsa isa);
 

@@ -138,6 +138,14 @@ SimdIsa chosen_isa() {
   return supported.back();
 }
 
+RowTiles chosen_row_tiles() {
+  const char* name = std::getenv("MXATTN_CPU_ROW_TILES");
+  const std::string_view mode = name ? name : "";
+  if (mode == "none") return RowTiles::none;
+  if (mode == "all") return RowTiles::all;
+  return RowTiles::bf16;
+}
+
 void run_fast(const core::Problem& p, const core::SplitParams& split, int threads) {
   run_fast_with(chosen_isa(), p, split, threads);
 }

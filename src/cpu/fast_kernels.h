@@ -129,6 +129,53 @@ struct Bf16TileStep {
   int weight_parts = 2;
 };
 
+// One key tile of the AMX few-row kernel (decode) for one head: `rows` query rows against
+// keys.count keys. S^T = K Q^T takes each group of 16 K rows as the tile unit's A operand, so K
+// needs no transpose: bf16 rows where they lie when the group's rows are evenly spaced and the
+// width a multiple of 32 (else copied), FP8 rows decoded to bf16 first with the E8M0 scale added
+// to the exponent (exact for every finite code under a scale byte 17..239; a tile with another
+// scale or a NaN or Inf code is declined). P V takes 16 V rows the same way as the B operand,
+// against weights laid out with each key's weight in the even slot of a bf16 pair for the even
+// output columns and in the odd slot for the odd ones, so V needs no interleave either.
+struct RowTileStep {
+  const RowFormat* key_format = nullptr;
+  const RowFormat* value_format = nullptr;
+  RowStream keys, values;
+  // Rows are taken row_block at a time (row_block * q_parts <= 16, row_block * weight_parts
+  // <= 8). Q^T as B tiles, q_columns = row_block * q_parts columns a block of rows:
+  // q_tiles[((b * chunks + c) * 16 + i) * q_columns + n] holds elements 32 c + 2 i and
+  // 32 c + 2 i + 1 of part n % q_parts of row b * row_block + n / q_parts (bf16 parts, Q as
+  // given; zero past the rows and the width), for c < chunks = dim_qk_padded / 32.
+  const uint32_t* q_tiles = nullptr;
+  int q_parts = 1;
+  int weight_parts = 1;  // the weights as bf16 parts (Bf16TileStep)
+  int64_t rows = 0;
+  int64_t row_block = 0;
+  int64_t dim_qk_padded = 0;  // multiples of 32, past the row widths zero in Q
+  int64_t dim_v_padded = 0;
+  float score_factor = 1;  // scale * log2(e): the scores times it are in log2 units
+  // As in softmax_by_rows.
+  const float* first = nullptr;
+  const float* last = nullptr;
+  float* row_max = nullptr;
+  float* row_sum = nullptr;
+  float* rescale = nullptr;
+  float* out = nullptr;  // f32 [rows][out_stride], natural order, dim_v_padded columns
+  int64_t out_stride = 0;
+  // Scratch for keys_padded keys (a multiple of 16, at least keys.count): bf16 K rows
+  // [keys_padded][dim_qk_padded] and V rows [keys_padded][dim_v_padded], scores [rows][ld]
+  // (ld >= keys_padded), the score tiles [keys_padded][16] f32, the weight tiles
+  // [keys_padded / 16][16][16] and the products of 4 column blocks [4][16][16] f32.
+  int64_t keys_padded = 0;
+  uint16_t* key_rows = nullptr;
+  uint16_t* value_rows = nullptr;
+  float* scores = nullptr;
+  int64_t ld = 0;
+  float* score_tiles = nullptr;
+  uint32_t* weight_tiles = nullptr;
+  float* products = nullptr;
+};
+
 // The tile computation. Scores are in log2 units (Q is packed pre-multiplied by scale * log2(e)).
 // `rows_padded` (the packed row count rounded up to 16) is the stride of the transposed score tile
 // st[key * rows_padded + row]; `dim_padded` (rounded up to 16) the length of zero-padded rows.
@@ -215,6 +262,12 @@ struct FastKernels {
 
   // Scores, online softmax step and weights times values of one key tile (see Bf16TileStep).
   void (*attend_bf16)(const Bf16TileStep& step);
+
+  // Scores, online softmax step and weights times values of one few-row key tile on the tile unit
+  // (see RowTileStep); false, with nothing changed, for a tile it declines. The tile unit stays
+  // configured between calls: release_tiles gives it back. Null in the sets without the unit.
+  bool (*attend_rows_bf16)(const RowTileStep& step);
+  void (*release_tiles)();
 };
 
 // The kernel sets; each is defined in its own translation unit.

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <string>
 #include <vector>
 
 #if defined(__x86_64__)
@@ -108,6 +109,72 @@ double relative_error(const std::vector<float>& want, const std::vector<float>& 
     err = std::fmax(err, std::fabs(double(got[n]) - double(want[n])));
   }
   return largest > 0 ? err / largest : err;
+}
+
+// MXATTN_CPU_ROW_TILES set to `mode` while it lives, then as it was.
+class RowTilesMode {
+ public:
+  explicit RowTilesMode(const char* mode) {
+    if (const char* old = std::getenv(kName)) saved_ = old;
+    setenv(kName, mode, 1);
+  }
+  ~RowTilesMode() {
+    if (saved_.empty()) {
+      unsetenv(kName);
+    } else {
+      setenv(kName, saved_.c_str(), 1);
+    }
+  }
+  RowTilesMode(const RowTilesMode&) = delete;
+  RowTilesMode& operator=(const RowTilesMode&) = delete;
+
+ private:
+  static constexpr const char* kName = "MXATTN_CPU_ROW_TILES";
+  std::string saved_;
+};
+
+// Few query rows a tile (decode and a few tokens) through the AMX set's few-row tile kernel
+// (amx_rows.h) in each mode of MXATTN_CPU_ROW_TILES, and through the FMA kernels: K and V bf16,
+// E4M3 or E5M2 (MX blocks along the head dim); Q bf16, f16, f32 or E4M3 (the kernel's Q in 1, 2 or
+// 3 bf16 parts); groups of up to 12 query heads and up to 4 query rows, so that a tile's rows go
+// through the kernel in several blocks; head dims that are not multiples of 32 (the rows are then
+// copied) and paged caches (rows unevenly spaced across pages); the random problems' masks, splits
+// and layouts.
+TEST(FastEngine, RowTilesMatchReference) {
+  constexpr DType kKvTypes[] = {DType::bf16, DType::e4m3, DType::e5m2};
+  constexpr DType kQTypes[] = {DType::bf16, DType::f32, DType::f16, DType::e4m3};
+  constexpr int64_t kGroups[] = {1, 4, 7, 12};
+  constexpr int64_t kDims[] = {64, 128, 80, 112};
+  SpecRange range;
+  range.sparse = false;
+  range.k_mean = false;
+  range.max_seq_k = 300;
+  for (uint64_t seed = 1; seed <= 48; ++seed) {
+    Spec spec = random_spec(seed, range);
+    spec.seq_q = 1 + int64_t(seed % 4);
+    spec.tile_m = 0;
+    spec.heads_kv = 1 + int64_t(seed % 2);
+    spec.heads_q = spec.heads_kv * kGroups[seed / 2 % 4];
+    spec.q_type = kQTypes[seed % 4];
+    spec.k_type = kKvTypes[seed % 3];
+    spec.v_type = kKvTypes[seed / 3 % 3];
+    spec.v_axis = VScaleAxis::head_dim;
+    // MX rows hold whole blocks of 32: 80 only where the rows are not MX.
+    spec.dim_qk = kDims[seed / 4 % 4];
+    if (is_mx(spec.q_type) || is_mx(spec.k_type)) spec.dim_qk = spec.dim_qk / 32 * 32;
+    spec.dim_v = kDims[seed / 8 % 4];
+    if (is_mx(spec.v_type)) spec.dim_v = spec.dim_v / 32 * 32;
+    if (seed % 5 == 0) spec.scale = -spec.scale.value_or(0.2f);
+    SCOPED_TRACE(spec.describe());
+    TestProblem p(spec);
+    ASSERT_TRUE(p.run(Engine::cpu_reference).is_ok());
+    const Outputs want = p.outputs();
+    for (const char* mode : {"none", "bf16", "all"}) {
+      SCOPED_TRACE(mode);
+      const RowTilesMode set(mode);
+      ASSERT_NO_FATAL_FAILURE(expect_every_kernel_set_matches(p, want));
+    }
+  }
 }
 
 // The kernel sets with the AMX kernels (the unit's, or emulated).

@@ -4,6 +4,7 @@
 // have them, through the kernels that read rows directly.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -247,6 +248,101 @@ TEST_P(DirectRowDecoding, EveryFp8CodeAndScaleAsBf16DotProducts) {
   }
 }
 
+// The AMX set's few-row tile kernel (attend_rows_bf16, RowTileStep) decodes FP8 rows to bf16 with
+// the E8M0 scale added to the exponent, exact only for scale bytes 17..239 and finite codes. A
+// tile with another scale or a NaN or Inf code, in K or in V, is declined before anything changes
+// (the engine then runs the FMA kernels on it); every other tile is taken.
+class RowTileDeclines : public ::testing::TestWithParam<cpu::SimdIsa> {};
+
+TEST_P(RowTileDeclines, UnsafeScalesAndNonFiniteCodes) {
+  const cpu::FastKernels& kernels = cpu::fast_kernels(GetParam());
+  constexpr int64_t kKeys = 32, kWidth = 64, kRows = 4, kBlocks = kWidth / 32;
+  for (DType t : {DType::e4m3, DType::e5m2}) {
+    SCOPED_TRACE(name_of(t));
+    const cpu::RowTables tables(t);
+    const cpu::RowFormat format = tables.format(kWidth, 1, 32, 1);
+    // K and V rows of small codes (magnitude bytes 0x08..0x2f), scales 120..127.
+    std::vector<uint8_t> rows(size_t(2 * kKeys * kWidth)), scales(size_t(2 * kKeys * kBlocks));
+    for (size_t i = 0; i < rows.size(); ++i)
+      rows[i] = uint8_t((i * 37 % 40 + 8) | (i % 3 ? 0 : 0x80));
+    for (size_t i = 0; i < scales.size(); ++i) scales[i] = uint8_t(120 + i % 8);
+    std::vector<cpu::RowSource> keys(static_cast<size_t>(kKeys)), values(keys.size());
+    for (int64_t k = 0; k < kKeys; ++k) {
+      keys[size_t(k)] = {rows.data() + k * kWidth, scales.data() + k * kBlocks};
+      values[size_t(k)] = {rows.data() + (kKeys + k) * kWidth,
+                           scales.data() + (kKeys + k) * kBlocks};
+    }
+    alignas(64) uint32_t q_tiles[kWidth / 2 * kRows];
+    for (int64_t i = 0; i < kWidth / 2 * kRows; ++i) q_tiles[i] = 0x3f803f80u * uint32_t(i % 2);
+    alignas(64) uint16_t key_rows[kKeys * kWidth], value_rows[kKeys * kWidth];
+    alignas(64) float scores[kRows * kKeys], score_tiles[kKeys * 16], products[4 * 256];
+    alignas(64) uint32_t weight_tiles[kKeys * 16];
+    alignas(64) float out[kRows * kWidth];
+    float row_max[kRows], row_sum[kRows], rescale[kRows];
+    const auto run = [&] {
+      std::fill(out, out + kRows * kWidth, 0.5f);
+      std::fill(row_max, row_max + kRows, 3.0f);
+      std::fill(row_sum, row_sum + kRows, 2.0f);
+      std::fill(rescale, rescale + kRows, 7.0f);
+      cpu::RowTileStep step;
+      step.key_format = step.value_format = &format;
+      step.keys = {keys.data(), kKeys, 1, nullptr, 0};
+      step.values = {values.data(), kKeys, 1, nullptr, 0};
+      step.q_tiles = q_tiles;
+      step.rows = step.row_block = kRows;
+      step.dim_qk_padded = step.dim_v_padded = kWidth;
+      step.score_factor = 0.125f;
+      step.row_max = row_max;
+      step.row_sum = row_sum;
+      step.rescale = rescale;
+      step.out = out;
+      step.out_stride = kWidth;
+      step.keys_padded = step.ld = kKeys;
+      step.key_rows = key_rows;
+      step.value_rows = value_rows;
+      step.scores = scores;
+      step.score_tiles = score_tiles;
+      step.weight_tiles = weight_tiles;
+      step.products = products;
+      const bool taken = kernels.attend_rows_bf16(step);
+      kernels.release_tiles();
+      return taken;
+    };
+    const auto unchanged = [&] {
+      return std::all_of(out, out + kRows * kWidth, [](float x) { return x == 0.5f; }) &&
+             std::all_of(row_max, row_max + kRows, [](float x) { return x == 3.0f; }) &&
+             std::all_of(row_sum, row_sum + kRows, [](float x) { return x == 2.0f; }) &&
+             std::all_of(rescale, rescale + kRows, [](float x) { return x == 7.0f; });
+    };
+    ASSERT_TRUE(run()) << "a tile of safe scales and finite codes";
+    EXPECT_FALSE(unchanged());
+    for (const bool in_values : {false, true}) {
+      SCOPED_TRACE(in_values ? "in V" : "in K");
+      const size_t key = size_t(in_values ? kKeys + 19 : 5);
+      for (const uint8_t scale : {0, 16, 17, 239, 240, 254, 255}) {
+        const uint8_t saved = scales[key * kBlocks + 1];
+        scales[key * kBlocks + 1] = scale;
+        const bool safe = scale >= 17 && scale <= 239;
+        EXPECT_EQ(run(), safe) << "scale " << int(scale);
+        if (!safe) {
+          EXPECT_TRUE(unchanged()) << "scale " << int(scale);
+        }
+        scales[key * kBlocks + 1] = saved;
+      }
+      const std::vector<uint8_t> non_finite = t == DType::e4m3
+                                                  ? std::vector<uint8_t>{0x7f, 0xff}
+                                                  : std::vector<uint8_t>{0x7c, 0xfc, 0x7d, 0xff};
+      for (const uint8_t code : non_finite) {
+        const uint8_t saved = rows[key * kWidth + 40];
+        rows[key * kWidth + 40] = code;
+        EXPECT_FALSE(run()) << "code " << int(code);
+        EXPECT_TRUE(unchanged()) << "code " << int(code);
+        rows[key * kWidth + 40] = saved;
+      }
+    }
+  }
+}
+
 std::string isa_test_name(const ::testing::TestParamInfo<cpu::SimdIsa>& param) {
   return std::string(cpu::isa_name(param.param));
 }
@@ -260,11 +356,23 @@ std::vector<cpu::SimdIsa> direct_isas() {
   return isas;
 }
 
+// The sets with the AMX few-row tile kernel (the unit's, or emulated).
+std::vector<cpu::SimdIsa> row_tile_isas() {
+  std::vector<cpu::SimdIsa> isas;
+  for (cpu::SimdIsa isa : cpu::checked_isas()) {
+    if (cpu::fast_kernels(isa).attend_rows_bf16) isas.push_back(isa);
+  }
+  return isas;
+}
+
 INSTANTIATE_TEST_SUITE_P(KernelSets, RowDecoding, ::testing::ValuesIn(cpu::supported_isas()),
                          isa_test_name);
 INSTANTIATE_TEST_SUITE_P(KernelSets, DirectRowDecoding, ::testing::ValuesIn(direct_isas()),
                          isa_test_name);
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(DirectRowDecoding);
+INSTANTIATE_TEST_SUITE_P(KernelSets, RowTileDeclines, ::testing::ValuesIn(row_tile_isas()),
+                         isa_test_name);
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(RowTileDeclines);
 
 }  // namespace
 }  // namespace mxattn::test

@@ -56,15 +56,36 @@ constexpr TileConfig kTileConfig = all_tiles_16x64();
 // tile 6 + C % 2 (the 2 x 2 block of accumulators 0-3).
 #if defined(__AMX_TILE__) && defined(__AMX_BF16__)
 struct HardwareTiles {
-  static void begin() { _tile_loadconfig(&kTileConfig); }
-  static void end() { _tile_release(); }
+  // The configuration loaded on this thread (palette 0: none). The few-row kernel keeps its own
+  // loaded between calls (configure), which costs about 70 ns a load on Sapphire Rapids.
+  static TileConfig& live() {
+    alignas(64) static thread_local TileConfig c{.palette = 0};
+    return c;
+  }
+  static void begin() { configure(kTileConfig); }
+  static void end() {
+    _tile_release();
+    live().palette = 0;
+  }
+  static void configure(const TileConfig& c) {
+    if (std::memcmp(&live(), &c, sizeof(TileConfig)) == 0) return;
+    _tile_loadconfig(&c);
+    live() = c;
+  }
+  static void release() {
+    if (live().palette != 0) end();
+  }
   template <int T>
   static void zero() {
-    static_assert(T >= 0 && T < 4);
+    static_assert(T >= 0 && T < 8);
     if constexpr (T == 0) _tile_zero(0);
     if constexpr (T == 1) _tile_zero(1);
     if constexpr (T == 2) _tile_zero(2);
     if constexpr (T == 3) _tile_zero(3);
+    if constexpr (T == 4) _tile_zero(4);
+    if constexpr (T == 5) _tile_zero(5);
+    if constexpr (T == 6) _tile_zero(6);
+    if constexpr (T == 7) _tile_zero(7);
   }
   template <int T>
   static void load(const void* p, int64_t stride) {
@@ -82,19 +103,31 @@ struct HardwareTiles {
   }
   template <int T>
   static void store(void* p, int64_t stride) {
-    static_assert(T >= 0 && T < 4);
+    static_assert(T >= 0 && T < 8);
     if constexpr (T == 0) _tile_stored(0, p, stride);
     if constexpr (T == 1) _tile_stored(1, p, stride);
     if constexpr (T == 2) _tile_stored(2, p, stride);
     if constexpr (T == 3) _tile_stored(3, p, stride);
+    if constexpr (T == 4) _tile_stored(4, p, stride);
+    if constexpr (T == 5) _tile_stored(5, p, stride);
+    if constexpr (T == 6) _tile_stored(6, p, stride);
+    if constexpr (T == 7) _tile_stored(7, p, stride);
+    // Nor does it name the memory it writes: loads after it must stay after it.
+    __asm__ volatile("" ::: "memory");
+  }
+  // Tile C += A B^T (TDPBF16PS), any three distinct tiles.
+  template <int C, int A, int B>
+  static void dot_of() {
+    static_assert(C >= 0 && C < 8 && A >= 0 && A < 8 && B >= 0 && B < 8);
+    __asm__ volatile(
+        "{tdpbf16ps %%tmm%c[b], %%tmm%c[a], %%tmm%c[c]|tdpbf16ps %%tmm%c[c], %%tmm%c[a], "
+        "%%tmm%c[b]}" ::[a] "i"(A),
+        [b] "i"(B), [c] "i"(C));
   }
   template <int C>
   static void dot() {
     static_assert(C >= 0 && C < 4);
-    if constexpr (C == 0) _tile_dpbf16ps(0, 4, 6);
-    if constexpr (C == 1) _tile_dpbf16ps(1, 4, 7);
-    if constexpr (C == 2) _tile_dpbf16ps(2, 5, 6);
-    if constexpr (C == 3) _tile_dpbf16ps(3, 5, 7);
+    dot_of<C, 4 + C / 2, 6 + C % 2>();
   }
 };
 #endif
@@ -113,28 +146,37 @@ struct EmulatedTiles {
     alignas(64) static thread_local Tile t[8];
     return t;
   }
-  static void begin() {}
+  static TileConfig& config() {
+    alignas(64) static thread_local TileConfig c = kTileConfig;
+    return c;
+  }
+  static void begin() { config() = kTileConfig; }
   static void end() {}
+  static void configure(const TileConfig& c) { config() = c; }
+  static void release() {}
   template <int T>
   static void zero() {
     std::memset(&tiles()[T], 0, sizeof(Tile));
   }
+  // The configured rows and bytes of each row; the rest of the tile zero.
   template <int T>
   static void load(const void* p, int64_t stride) {
-    for (int r = 0; r < 16; ++r) {
-      std::memcpy(tiles()[T].row[r], static_cast<const char*>(p) + r * stride, 64);
+    std::memset(&tiles()[T], 0, sizeof(Tile));
+    for (int r = 0; r < config().rows[T]; ++r) {
+      std::memcpy(tiles()[T].row[r], static_cast<const char*>(p) + r * stride,
+                  config().bytes_per_row[T]);
     }
   }
   template <int T>
   static void store(void* p, int64_t stride) {
-    for (int r = 0; r < 16; ++r) {
-      std::memcpy(static_cast<char*>(p) + r * stride, tiles()[T].row[r], 64);
+    for (int r = 0; r < config().rows[T]; ++r) {
+      std::memcpy(static_cast<char*>(p) + r * stride, tiles()[T].row[r], config().bytes_per_row[T]);
     }
   }
-  template <int C>
-  static void dot() {
-    const Tile& a = tiles()[4 + C / 2];
-    const Tile& b = tiles()[6 + C % 2];
+  template <int C, int A, int B>
+  static void dot_of() {
+    const Tile& a = tiles()[A];
+    const Tile& b = tiles()[B];
     Tile& c = tiles()[C];
     for (int m = 0; m < 16; ++m) {
       __m512 sum = _mm512_castsi512_ps(_mm512_load_si512(c.row[m]));
@@ -151,6 +193,10 @@ struct EmulatedTiles {
       }
       _mm512_store_si512(c.row[m], _mm512_castps_si512(sum));
     }
+  }
+  template <int C>
+  static void dot() {
+    dot_of<C, 4 + C / 2, 6 + C % 2>();
   }
 };
 
@@ -523,23 +569,6 @@ void attend_bf16(const Bf16TileStep& s) {
   for (; r0 + kBlockRows <= s.row_count; r0 += kBlockRows) attend_block<Tiles, 2>(s, r0, keys_used);
   if (r0 < s.row_count) attend_block<Tiles, 1>(s, r0, keys_used);
   Tiles::end();
-}
-
-// The AMX set on `Tiles`: the AVX-512 VBMI kernels plus the many-row kernels above. Not the
-// few-row scores as bf16 dot products of the AVX-512 BF16 set: on the GPU machine's Sapphire
-// Rapids host (two 512-bit FMA ports) they decoded MXFP8 caches 1.2-1.7x slower than the FMA
-// scores (docs/perf.md, 2026-12-03 late); they pay on Zen 4, whose one 512-bit FMA a cycle the
-// dot products double.
-template <class Tiles>
-constexpr FastKernels make_amx_kernels(SimdIsa isa) {
-  FastKernels k = make_kernels<Avx512>(isa);
-  k.scores_from_rows = scores_from_rows;
-  k.softmax_by_rows = softmax_by_rows;
-  k.accumulate_from_rows = accumulate_from_rows;
-  k.pack_bf16_keys = pack_bf16_keys;
-  k.pack_bf16_values = pack_bf16_values;
-  k.attend_bf16 = attend_bf16<Tiles>;
-  return k;
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // The AMX kernel set (built with the AVX-512 VBMI flags plus -mavx512bf16 -mamx-tile -mamx-bf16):
-// the AVX-512 VBMI kernels plus the many-row kernels of the tile unit (amx_bf16.h).
-#include "cpu/simd/amx_bf16.h"
+// the AVX-512 VBMI kernels plus the many-row and few-row kernels of the tile unit (amx_bf16.h,
+// amx_rows.h).
+#include "cpu/simd/amx_rows.h"
 
 namespace mxattn::cpu {
 

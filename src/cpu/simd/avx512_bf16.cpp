@@ -1,7 +1,7 @@
 // The AVX-512 BF16 kernel set (built with the AVX-512 VBMI flags plus -mavx512bf16): the AVX-512
 // VBMI kernels plus the few-row scores as bf16 dot products. Also the AMX set with its tile unit
 // emulated (for the tests on CPUs without AMX), which needs no more than these flags.
-#include "cpu/simd/amx_bf16.h"
+#include "cpu/simd/amx_rows.h"
 #include "cpu/simd/kernels.h"
 #include "cpu/simd/ops_avx512.h"
 #include "cpu/simd/rows_avx512_bf16.h"

@@ -395,6 +395,8 @@ constexpr FastKernels make_kernels(SimdIsa isa) {
   k.pack_bf16_keys = nullptr;
   k.pack_bf16_values = nullptr;
   k.attend_bf16 = nullptr;
+  k.attend_rows_bf16 = nullptr;
+  k.release_tiles = nullptr;
   return k;
 }
 

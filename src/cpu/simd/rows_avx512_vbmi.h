@@ -65,10 +65,19 @@ class Fp8Decoder {
 
   // 64 codes as bf16: codes 0..31 in out[0], 32..63 in out[1].
   [[gnu::always_inline]] void to_bf16(__m512i codes, __m512i* out) const {
-    const __m512i placed = _mm512_permutexvar_epi8(_mm512_load_si512(kCodeOrder.at), codes);
+    __m512i magnitudes = _mm512_setzero_si512();
+    placed_to_bf16(_mm512_permutexvar_epi8(_mm512_load_si512(kCodeOrder.at), codes), out,
+                   magnitudes);
+  }
+
+  // Like to_bf16 for 64 codes already placed as kCodeOrder places them. `magnitudes` keeps the
+  // bytewise maximum of the high bytes of the values' magnitudes: 0x7f where a code is NaN or Inf.
+  [[gnu::always_inline]] void placed_to_bf16(__m512i placed, __m512i* out,
+                                             __m512i& magnitudes) const {
     // The tables index by the magnitude (vpermt2b reads 7 index bits); the sign is the code's.
     const __m512i low = _mm512_permutex2var_epi8(low_first_, placed, low_second_);
     const __m512i magnitude_high = _mm512_permutex2var_epi8(high_first_, placed, high_second_);
+    magnitudes = _mm512_max_epu8(magnitudes, magnitude_high);
     // magnitude_high | (placed & 0x80)
     const __m512i high =
         _mm512_ternarylogic_epi32(magnitude_high, placed, _mm512_set1_epi8(char(0x80)), 0xf8);

@@ -1,0 +1,341 @@
+// The few-row kernel of the AMX set (decode): one key tile of one head on the tile unit
+// (RowTileStep, fast_kernels.h).
+//
+// S^T = K Q^T: 16 K rows are the A operand as they lie (32 elements a row per instruction), Q^T
+// the B operand (pairs of elements by column: the query rows, times their bf16 parts), so a
+// decode key costs a fraction of a tile instruction and no transpose of K. P V: 16 V rows are the
+// B operand as they lie, read as pairs of neighbouring columns; the A operand puts each key's
+// weight in the even slot of its pair for one output row (the even columns) and in the odd slot
+// for another (the odd columns), so V needs no interleave either. The scores come back by key
+// and are transposed once for the softmax (softmax_by_rows, as the FMA kernels use).
+//
+// Tiles: 0 the scores (16 keys x the Q columns), 1-4 the products of 4 blocks of 32 output
+// columns (2 rows a query row and weight part), 5 the weights, 6 16 K or V rows, 7 a block of
+// Q^T. The configuration stays loaded between calls (release_tiles gives the unit back).
+#pragma once
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "cpu/fast_kernels.h"
+#include "cpu/simd/amx_bf16.h"
+#include "cpu/simd/rows_avx512_vbmi.h"
+
+namespace mxattn::cpu::simd {
+namespace {
+
+TileConfig row_tile_config(int64_t q_columns, int64_t product_rows) {
+  TileConfig c;
+  c.rows[0] = 16;
+  c.bytes_per_row[0] = uint16_t(4 * q_columns);
+  for (int t = 1; t <= 5; ++t) {
+    c.rows[t] = uint8_t(product_rows);
+    c.bytes_per_row[t] = 64;
+  }
+  c.rows[6] = 16;
+  c.bytes_per_row[6] = 64;
+  c.rows[7] = 16;
+  c.bytes_per_row[7] = uint16_t(4 * q_columns);
+  return c;
+}
+
+// E8M0 scales whose product with every finite nonzero E4M3 or E5M2 value is a normal bf16
+// (2^-16 * 2^(17 - 127) = 2^-126; 57344 * 2^(239 - 127) < 2^128): (e - 127) added to the
+// exponent field of the decoded value is then exact.
+constexpr int kMinSafeScale = 17, kMaxSafeScale = 239;
+
+// The bf16 exponent offset of scale byte e, (e - 127) << 7, as 32 words; `bad` becomes nonzero
+// for a scale outside the safe range.
+[[gnu::always_inline]] inline __m512i exponent_offset(uint8_t e, uint32_t& bad) {
+  bad |= uint32_t(int32_t(e) - kMinSafeScale) > uint32_t(kMaxSafeScale - kMinSafeScale);
+  return _mm512_set1_epi16(int16_t((int32_t(e) - 127) * 128));
+}
+
+// 32 bf16 words times 2^offset (in exponent units, shifted into place), zeros left as they are.
+[[gnu::always_inline]] inline __m512i add_exponent(__m512i w, __m512i offset) {
+  const __mmask32 nonzero = _mm512_test_epi16_mask(w, _mm512_set1_epi16(0x7fff));
+  return _mm512_mask_add_epi16(w, nonzero, w, offset);
+}
+
+// FP8 row `row` of f (whole blocks of 32 along the row) as bf16 times its block scales into
+// dst[0, width).
+[[gnu::always_inline]] inline void fp8_row_to_bf16(const RowFormat& f, const Fp8Decoder& decoder,
+                                                   const RowSource& row, uint16_t* dst,
+                                                   __m512i& magnitudes, uint32_t& bad) {
+  const __m512i order = _mm512_load_si512(kCodeOrder.at);
+  for (int64_t d = 0; d < f.width; d += 64) {
+    const bool two = f.width - d >= 64;
+    const __m512i codes = two ? _mm512_loadu_si512(row.data + d)
+                              : _mm512_zextsi256_si512(_mm256_loadu_si256(
+                                    reinterpret_cast<const __m256i*>(row.data + d)));
+    __m512i w[2];
+    decoder.placed_to_bf16(_mm512_permutexvar_epi8(order, codes), w, magnitudes);
+    const uint8_t* scales = row.scales + (d / 32) * f.scale_step;
+    _mm512_storeu_si512(dst + d, add_exponent(w[0], exponent_offset(scales[0], bad)));
+    if (!two) break;
+    _mm512_storeu_si512(dst + d + 32,
+                        add_exponent(w[1], exponent_offset(scales[f.scale_step], bad)));
+  }
+}
+
+int64_t stored_row_bytes(const RowFormat& f) {
+  return f.elem == RowElem::bf16 ? ((f.width - 1) * f.elem_stride + 1) * 2 : f.width;
+}
+
+// Fetches the rows of a stream's next tile into L2 a few at a time, spread over the kernel's
+// steps: a core keeps only so many lines in flight, and a burst of fetches holds back the loads
+// of the rows in use until the memory has answered the fetches before them.
+class Fetcher {
+ public:
+  Fetcher(const RowStream& s, int64_t bytes) : s_(s), bytes_(bytes), k_(0) {}
+  [[gnu::always_inline]] void rows(int64_t n) {
+    for (const int64_t end = std::min(k_ + n, s_.next_count); k_ < end; ++k_) {
+      prefetch_next(s_, k_, bytes_);
+    }
+  }
+  void rest() { rows(s_.next_count); }
+
+ private:
+  const RowStream& s_;
+  int64_t bytes_, k_;
+};
+
+// Where a tile operand of 16 rows reads from: the first row and the bytes between rows.
+struct TileRows {
+  const uint8_t* base;
+  int64_t stride;
+};
+
+// Rows [k0, k0 + 16) of a stream as a tile operand, `padded` elements a row: the rows where they
+// lie when they are bf16, evenly spaced, contiguous and whole blocks of 32; else bf16 copies in
+// scratch (rows [k0, k0 + 16) of it, zero past the row and past the last key). `decoded`: the
+// scratch holds every row already (FP8).
+TileRows tile_rows(const RowFormat& f, const RowStream& s, int64_t k0, int64_t padded,
+                   uint16_t* scratch, bool decoded) {
+  uint16_t* copy = scratch + k0 * padded;
+  const TileRows in_scratch{reinterpret_cast<const uint8_t*>(copy), padded * 2};
+  if (decoded) return in_scratch;
+  if (k0 + 16 <= s.count && f.elem_stride == 1 && f.width == padded) {
+    const uint8_t* first = s.rows[k0 * s.step].data;
+    const int64_t stride = s.rows[(k0 + 1) * s.step].data - first;
+    bool even = true;
+    for (int64_t i = 2; i < 16; ++i) even &= s.rows[(k0 + i) * s.step].data == first + i * stride;
+    if (even) return {first, stride};
+  }
+  for (int64_t i = 0; i < 16; ++i) {
+    const int64_t k = k0 + i;
+    for (int64_t d = 0; d < padded; d += kTileBf16) {
+      _mm512_storeu_si512(copy + i * padded + d, k < s.count
+                                                     ? load_16bit_32(f, s.rows[k * s.step], d)
+                                                     : _mm512_setzero_si512());
+    }
+  }
+  return in_scratch;
+}
+
+// Keys [k0, k0 + 16) of rows [0, rows) of the weights (scores by rows, zero past `count`) as tile
+// 5's operand for a block of rb rows: row 2 (i rb + r) holds part i of row r's weight of key k in
+// the even slot of pair k, row 2 (i rb + r) + 1 in the odd slot; rows past `rows` zero.
+void weight_tile(const float* scores, int64_t ld, int64_t rows, int64_t rb, int parts, int64_t k0,
+                 int64_t count, uint32_t* tile) {
+  for (int64_t r = rows; r < rb; ++r) {
+    for (int i = 0; i < parts; ++i) {
+      _mm512_storeu_si512(tile + 2 * (i * rb + r) * 16, _mm512_setzero_si512());
+      _mm512_storeu_si512(tile + (2 * (i * rb + r) + 1) * 16, _mm512_setzero_si512());
+    }
+  }
+  const int64_t left = count - k0;
+  const __mmask16 valid = left >= 16 ? __mmask16(0xffff) : __mmask16((1u << left) - 1);
+  for (int64_t r = 0; r < rows; ++r) {
+    __m512 rest = _mm512_maskz_loadu_ps(valid, scores + r * ld + k0);
+    for (int i = 0; i < parts; ++i) {
+      __m512i words;
+      if (i + 1 < parts) {
+        const __m512 part = truncate_bf16(rest);
+        rest = _mm512_sub_ps(rest, part);
+        words = _mm512_srli_epi32(_mm512_castps_si512(part), 16);
+      } else {
+        words = _mm512_cvtepu16_epi32(std::bit_cast<__m256i>(_mm512_cvtneps_pbh(rest)));
+      }
+      uint32_t* even = tile + 2 * (i * rb + r) * 16;
+      _mm512_storeu_si512(even, words);
+      _mm512_storeu_si512(even + 16, _mm512_slli_epi32(words, 16));
+    }
+  }
+}
+
+// Block j of a 4-block pass of P V: 16 rows of columns [32 c, 32 c + 32) into tile 1 + j.
+template <class Tiles, int J>
+[[gnu::always_inline]] inline void product_block(const TileRows& v, int64_t c) {
+  Tiles::template load<6>(v.base + c * 64, v.stride);
+  Tiles::template dot_of<1 + J, 5, 6>();
+}
+
+template <class Tiles, int J>
+[[gnu::always_inline]] inline void store_products(float* products) {
+  Tiles::template store<1 + J>(products + J * 256, 64);
+}
+
+template <class Tiles>
+bool attend_rows_bf16(const RowTileStep& s) {
+  const RowFormat& kf = *s.key_format;
+  const RowFormat& vf = *s.value_format;
+  const int64_t count = s.keys.count;
+  const int64_t used = (count + 15) / 16 * 16;
+  const bool fp8_keys = kf.elem != RowElem::bf16, fp8_values = vf.elem != RowElem::bf16;
+  const int64_t key_bytes = stored_row_bytes(kf), value_bytes = stored_row_bytes(vf);
+  Fetcher fetch_keys(s.keys, key_bytes), fetch_values(s.values, value_bytes);
+  // FP8 rows to bf16 first, checked before any state changes.
+  if (fp8_keys || fp8_values) {
+    __m512i magnitudes = _mm512_setzero_si512();
+    uint32_t bad = 0;
+    if (fp8_keys) {
+      const Fp8Decoder decoder(kf.code_bf16_bytes);
+      for (int64_t k = 0; k < count; ++k) {
+        if (k % 2) fetch_keys.rows(1);
+        fp8_row_to_bf16(kf, decoder, s.keys.rows[k * s.keys.step], s.key_rows + k * s.dim_qk_padded,
+                        magnitudes, bad);
+      }
+    }
+    if (fp8_values) {
+      const Fp8Decoder decoder(vf.code_bf16_bytes);
+      for (int64_t k = 0; k < count; ++k) {
+        if (k % 2) fetch_values.rows(1);
+        fp8_row_to_bf16(vf, decoder, s.values.rows[k * s.values.step],
+                        s.value_rows + k * s.dim_v_padded, magnitudes, bad);
+      }
+    }
+    if (bad || _mm512_cmpge_epu8_mask(magnitudes, _mm512_set1_epi8(0x7f))) return false;
+    // Rows past the last key of the last group: zero.
+    for (int64_t k = count; k < used; ++k) {
+      if (fp8_keys) std::fill_n(s.key_rows + k * s.dim_qk_padded, s.dim_qk_padded, uint16_t(0));
+      if (fp8_values) std::fill_n(s.value_rows + k * s.dim_v_padded, s.dim_v_padded, uint16_t(0));
+    }
+  }
+  const int64_t rb = s.row_block;
+  const int64_t q_columns = rb * s.q_parts;
+  const int64_t product_rows = 2 * rb * s.weight_parts;
+  Tiles::configure(row_tile_config(q_columns, product_rows));
+
+  // Scores by key, 16 keys and a block of rows at a time, then by row, the parts summed, in log2
+  // units.
+  const int64_t q_block = 16 * q_columns;
+  const int64_t chunks = s.dim_qk_padded / kTileBf16;
+  const __m512 factor = _mm512_set1_ps(s.score_factor);
+  for (int64_t r0 = 0; r0 < s.rows; r0 += rb) {
+    const uint32_t* q = s.q_tiles + (r0 / rb) * chunks * q_block;
+    for (int64_t k0 = 0; k0 < used; k0 += 16) {
+      const TileRows k = tile_rows(kf, s.keys, k0, s.dim_qk_padded, s.key_rows, fp8_keys);
+      Tiles::template zero<0>();
+      for (int64_t c = 0; c < chunks; ++c) {
+        Tiles::template load<6>(k.base + c * 64, k.stride);
+        Tiles::template load<7>(q + c * q_block, 4 * q_columns);
+        Tiles::template dot_of<0, 6, 7>();
+        fetch_keys.rows(1);
+      }
+      Tiles::template store<0>(s.score_tiles + k0 * 16, 64);
+      fetch_keys.rows(2);
+    }
+    const int64_t rows = std::min(rb, s.rows - r0);
+    for (int64_t k0 = 0; k0 < used; k0 += 16) {
+      __m512i t[16];
+      for (int m = 0; m < 16; ++m) t[m] = _mm512_load_si512(s.score_tiles + (k0 + m) * 16);
+      fetch_keys.rows(2);
+      transpose16x16(t);
+      fetch_keys.rows(2);
+      for (int64_t r = 0; r < rows; ++r) {
+        fetch_keys.rows(1);
+        __m512 x = _mm512_castsi512_ps(t[r * s.q_parts]);
+        for (int i = 1; i < s.q_parts; ++i) {
+          x = _mm512_add_ps(x, _mm512_castsi512_ps(t[r * s.q_parts + i]));
+        }
+        _mm512_storeu_ps(s.scores + (r0 + r) * s.ld + k0, _mm512_mul_ps(x, factor));
+      }
+    }
+  }
+  fetch_keys.rest();
+  softmax_by_rows(s.scores, s.ld, s.rows, count, s.first, s.last, s.row_max, s.row_sum, s.rescale);
+
+  // out = rescale * out + P V, a block of rows and 4 blocks of 32 columns at a time.
+  const BlockOrder order;
+  const int64_t blocks = s.dim_v_padded / kTileBf16;
+  for (int64_t r0 = 0; r0 < s.rows; r0 += rb) {
+    const int64_t rows = std::min(rb, s.rows - r0);
+    for (int64_t k0 = 0; k0 < used; k0 += 16) {
+      weight_tile(s.scores + r0 * s.ld, s.ld, rows, rb, s.weight_parts, k0, count,
+                  s.weight_tiles + k0 * 16);
+      fetch_values.rows(4);
+    }
+    for (int64_t c0 = 0; c0 < blocks; c0 += 4) {
+      const int64_t n = std::min<int64_t>(4, blocks - c0);
+      Tiles::template zero<1>();
+      Tiles::template zero<2>();
+      Tiles::template zero<3>();
+      Tiles::template zero<4>();
+      for (int64_t k0 = 0; k0 < used; k0 += 16) {
+        const TileRows v = tile_rows(vf, s.values, k0, s.dim_v_padded, s.value_rows, fp8_values);
+        Tiles::template load<5>(s.weight_tiles + k0 * 16, 64);
+        product_block<Tiles, 0>(v, c0);
+        fetch_values.rows(1);
+        if (n > 1) product_block<Tiles, 1>(v, c0 + 1);
+        fetch_values.rows(1);
+        if (n > 2) product_block<Tiles, 2>(v, c0 + 2);
+        if (n > 3) product_block<Tiles, 3>(v, c0 + 3);
+        fetch_values.rows(4);
+      }
+      store_products<Tiles, 0>(s.products);
+      if (n > 1) store_products<Tiles, 1>(s.products);
+      if (n > 2) store_products<Tiles, 2>(s.products);
+      if (n > 3) store_products<Tiles, 3>(s.products);
+      for (int64_t r = 0; r < rows; ++r) {
+        const __m512 rescale = _mm512_set1_ps(s.rescale[r0 + r]);
+        for (int64_t j = 0; j < n; ++j) {
+          fetch_values.rows(1);
+          const float* product = s.products + j * 256 + 2 * r * 16;
+          __m512 even = _mm512_loadu_ps(product), odd = _mm512_loadu_ps(product + 16);
+          for (int i = 1; i < s.weight_parts; ++i) {
+            even = _mm512_add_ps(even, _mm512_loadu_ps(product + 2 * i * rb * 16));
+            odd = _mm512_add_ps(odd, _mm512_loadu_ps(product + 2 * i * rb * 16 + 16));
+          }
+          float* o = s.out + (r0 + r) * s.out_stride + (c0 + j) * kTileBf16;
+          _mm512_storeu_ps(o, _mm512_fmadd_ps(_mm512_loadu_ps(o), rescale,
+                                              _mm512_permutex2var_ps(even, order.low, odd)));
+          _mm512_storeu_ps(o + 16, _mm512_fmadd_ps(_mm512_loadu_ps(o + 16), rescale,
+                                                   _mm512_permutex2var_ps(even, order.high, odd)));
+        }
+      }
+    }
+  }
+  fetch_values.rest();
+  return true;
+}
+
+template <class Tiles>
+void release_tiles() {
+  Tiles::release();
+}
+
+// The AMX set on `Tiles`: the AVX-512 VBMI kernels plus the many-row kernels (amx_bf16.h)
+// and the few-row kernel above. Not the
+// few-row scores as bf16 dot products of the AVX-512 BF16 set: on the GPU machine's Sapphire
+// Rapids host (two 512-bit FMA ports) they decoded MXFP8 caches 1.2-1.7x slower than the FMA
+// scores (docs/perf.md, 2026-12-03 late); they pay on Zen 4, whose one 512-bit FMA a cycle the
+// dot products double.
+template <class Tiles>
+constexpr FastKernels make_amx_kernels(SimdIsa isa) {
+  FastKernels k = make_kernels<Avx512>(isa);
+  k.scores_from_rows = scores_from_rows;
+  k.softmax_by_rows = softmax_by_rows;
+  k.accumulate_from_rows = accumulate_from_rows;
+  k.pack_bf16_keys = pack_bf16_keys;
+  k.pack_bf16_values = pack_bf16_values;
+  k.attend_bf16 = attend_bf16<Tiles>;
+  k.attend_rows_bf16 = attend_rows_bf16<Tiles>;
+  k.release_tiles = release_tiles<Tiles>;
+  return k;
+}
+
+}  // namespace
+}  // namespace mxattn::cpu::simd
