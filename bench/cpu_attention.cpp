@@ -8,8 +8,11 @@
 //   mxattn_bench_cpu [--threads N] [--reps N]
 //                    [--isa portable|avx2|avx512|avx512_vbmi|avx512_bf16|avx512_amx|
 //                           avx512_amx_emulated]
-//                    [--case TEXT] [--decode-keys N] [--kv bf16,e4m3,...] [--hot] [--json FILE]
-// --case runs only the cases whose name contains TEXT.
+//                    [--case TEXT] [--decode-keys N] [--kv bf16,e4m3,...]
+//                    [--row-tiles none,bf16,all] [--hot] [--json FILE]
+// --case runs only the cases whose name contains TEXT. --row-tiles runs each decode case once per
+// MXATTN_CPU_ROW_TILES mode (src/cpu/fast.h), alternated run by run within this one process, and
+// prints the median ratio of each mode's runs to the first mode's runs made beside them.
 #include <omp.h>
 
 #include <algorithm>
@@ -219,6 +222,8 @@ struct Case {
   int64_t batch = 1, seq_q = 0, seq_k = 0, heads_q = 0, heads_kv = 0, dim = 128;
   DType q_type = DType::f32, kv_type = DType::f32;
   mxattn::Causal causal = mxattn::Causal::none;
+  // Decode with --row-tiles: MXATTN_CPU_ROW_TILES for this case's runs (empty: left as it is).
+  std::string row_tiles;
 };
 
 // One KV cache (and its MX scales) of a case.
@@ -332,6 +337,7 @@ class Runner {
     }
     args.o = o_.view();
     args.causal = c_.causal;
+    if (!c_.row_tiles.empty()) setenv("MXATTN_CPU_ROW_TILES", c_.row_tiles.c_str(), 1);
     const auto t0 = Clock::now();
     mxattn::core::Problem p;
     if (mxattn::Status st = mxattn::core::validate_problem(args, &p); !st) {
@@ -431,6 +437,7 @@ int main(int argc, char** argv) {
   bool hot = false;
   std::string json_path, only;
   std::vector<DType> decode_kv = {DType::bf16, DType::e4m3};
+  std::vector<std::string> row_tiles = {""};
   mxattn::cpu::SimdIsa isa = mxattn::cpu::supported_isas().back();
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
@@ -455,6 +462,16 @@ int main(int argc, char** argv) {
         }
         decode_kv.push_back(*t);
       }
+    } else if (arg == "--row-tiles" && has_value) {
+      row_tiles.clear();
+      std::stringstream list(argv[++i]);
+      for (std::string mode; std::getline(list, mode, ',');) {
+        if (mode != "none" && mode != "bf16" && mode != "all") {
+          std::cerr << "--row-tiles " << mode << ": not none, bf16 or all\n";
+          return 2;
+        }
+        row_tiles.push_back(mode);
+      }
     } else if (arg == "--hot") {
       hot = true;
     } else if (arg == "--json" && has_value) {
@@ -475,8 +492,12 @@ int main(int argc, char** argv) {
           << " [--threads N] [--reps N] [--isa "
              "portable|avx2|avx512|avx512_vbmi|avx512_bf16|avx512_amx|avx512_amx_emulated] "
              "[--case TEXT]"
-             " [--decode-keys N] [--kv bf16,e4m3,...] [--hot] [--json FILE]\n"
+             " [--decode-keys N] [--kv bf16,e4m3,...] [--row-tiles none,bf16,all] [--hot]"
+             " [--json FILE]\n"
              "  --kv: the K/V types of the decode cases: f32, f16, bf16 or MX (default bf16,e4m3)\n"
+             "  --row-tiles: each decode case once per MXATTN_CPU_ROW_TILES mode, the modes' runs\n"
+             "               alternated, with the median ratio of each mode's paired runs to the\n"
+             "               first's\n"
              "  --hot: decode reads one KV cache every call (from the caches, not memory),\n"
              "         which times the kernels' arithmetic rather than the memory\n";
       return 2;
@@ -511,16 +532,20 @@ int main(int argc, char** argv) {
     }
   }
   for (DType t : decode_kv) {
-    Case c;
-    c.name = "decode " + (t == DType::e4m3 ? std::string("mxfp8-e4m3") : dtype_name(t)) + " kv";
-    c.kind = "decode";
-    c.seq_q = 1;
-    c.seq_k = decode_keys;
-    c.heads_q = 32;
-    c.heads_kv = 8;
-    c.q_type = DType::bf16;
-    c.kv_type = t;
-    cases.push_back(c);
+    for (const std::string& mode : row_tiles) {
+      Case c;
+      c.name = "decode " + (t == DType::e4m3 ? std::string("mxfp8-e4m3") : dtype_name(t)) + " kv" +
+               (mode.empty() ? "" : " tiles=" + mode);
+      c.row_tiles = mode;
+      c.kind = "decode";
+      c.seq_q = 1;
+      c.seq_k = decode_keys;
+      c.heads_q = 32;
+      c.heads_kv = 8;
+      c.q_type = DType::bf16;
+      c.kv_type = t;
+      cases.push_back(c);
+    }
   }
 
   std::printf("%-24s %6s %6s %6s %5s %4s %9s %9s %9s %9s %10s\n", "case", "B", "Sq", "Sk", "Hq",
@@ -583,6 +608,27 @@ int main(int argc, char** argv) {
       if (r.c.kind != "decode") continue;
       std::printf("%-24s %5.1f%% of the read (read %.1f GB/s)\n", r.c.name.c_str(),
                   r.percent_of_read_beside, r.read_gbs_beside);
+    }
+  }
+  // With several --row-tiles modes: each case's runs against the first mode's, pair by pair.
+  if (row_tiles.size() > 1) {
+    std::printf("\nRow-tile modes, the median of the ratios of paired runs (first mode / this):\n");
+    for (const Result& r : results) {
+      if (r.c.kind != "decode" || r.c.row_tiles == row_tiles[0]) continue;
+      for (const Result& first : results) {
+        if (first.c.kind != "decode" || first.c.kv_type != r.c.kv_type ||
+            first.c.row_tiles != row_tiles[0]) {
+          continue;
+        }
+        std::vector<double> ratios;
+        int wins = 0;
+        for (size_t i = 0; i < r.run_ms.size(); ++i) {
+          ratios.push_back(first.run_ms[i] / r.run_ms[i]);
+          wins += r.run_ms[i] < first.run_ms[i];
+        }
+        std::printf("%-36s %.3fx (%d of %zu runs faster)\n", r.c.name.c_str(), median(ratios), wins,
+                    ratios.size());
+      }
     }
   }
   Speedup fp8_speedup;
