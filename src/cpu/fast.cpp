@@ -762,7 +762,9 @@ class FastEngine {
   }
 
   // The AMX few-row kernel's parts: Q as the AMX tiles take it (MX Q, dequantized to f32, in 3);
-  // the weights as against bf16 values (FP8 values are exact in bf16); rows a block.
+  // the weights as against bf16 values (FP8 values are exact in bf16); rows a block, no more than
+  // a tile has (a GQA group of 4 in a decode: 4 columns of Q^T, which the kernel's scores take
+  // apart with a few permutes). The blocks change no result bit.
   int row_q_parts() const {
     const int parts = bf16_parts(p_.args.q.dtype);
     return parts > 0 ? parts : kMaxBf16Parts;
@@ -771,7 +773,8 @@ class FastEngine {
     return std::min(2, weight_parts());
   }
   int64_t row_block() const {
-    return std::min<int64_t>(kTileRows / row_q_parts(), kTileRows / 2 / row_weight_parts());
+    return std::min({kTileRows / row_q_parts(), kTileRows / 2 / row_weight_parts(),
+                     std::max<int64_t>(plan_.max_rows, 1)});
   }
 
   // Q rows of the tile, times scale * log2(e): row-major for the few-row kernels (in even/odd

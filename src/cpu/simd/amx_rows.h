@@ -235,10 +235,44 @@ bool attend_rows_bf16(const RowTileStep& s) {
         Tiles::template dot_of<0, 6, 7>();
         fetch_keys.rows(1);
       }
-      Tiles::template store<0>(s.score_tiles + k0 * 16, 64);
+      if (q_columns == 4) {
+        Tiles::template store<0>(s.score_tiles + k0 * 4, 16);
+      } else {
+        Tiles::template store<0>(s.score_tiles + k0 * 16, 64);
+      }
       fetch_keys.rows(2);
     }
     const int64_t rows = std::min(rb, s.rows - r0);
+    if (q_columns == 4) {
+      // 16 keys of 4 columns in 4 vectors, lane 4 (k % 4) + n: column n of keys k0..k0 + 15 in
+      // 3 permutes.
+      alignas(64) static constexpr int32_t kPick[4][16] = {
+          {0, 4, 8, 12, 16, 20, 24, 28, 0, 0, 0, 0, 0, 0, 0, 0},
+          {1, 5, 9, 13, 17, 21, 25, 29, 0, 0, 0, 0, 0, 0, 0, 0},
+          {2, 6, 10, 14, 18, 22, 26, 30, 0, 0, 0, 0, 0, 0, 0, 0},
+          {3, 7, 11, 15, 19, 23, 27, 31, 0, 0, 0, 0, 0, 0, 0, 0}};
+      const __m512i halves =
+          _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23);
+      for (int64_t k0 = 0; k0 < used; k0 += 16) {
+        const float* st = s.score_tiles + k0 * 4;
+        const __m512 a = _mm512_load_ps(st), b = _mm512_load_ps(st + 16);
+        const __m512 c = _mm512_load_ps(st + 32), d = _mm512_load_ps(st + 48);
+        fetch_keys.rows(2);
+        __m512 column[4];
+        for (int n = 0; n < 4; ++n) {
+          const __m512i pick = _mm512_load_si512(kPick[n]);
+          column[n] = _mm512_permutex2var_ps(_mm512_permutex2var_ps(a, pick, b), halves,
+                                             _mm512_permutex2var_ps(c, pick, d));
+        }
+        for (int64_t r = 0; r < rows; ++r) {
+          fetch_keys.rows(1);
+          __m512 x = column[r * s.q_parts];
+          for (int i = 1; i < s.q_parts; ++i) x = _mm512_add_ps(x, column[r * s.q_parts + i]);
+          _mm512_storeu_ps(s.scores + (r0 + r) * s.ld + k0, _mm512_mul_ps(x, factor));
+        }
+      }
+      continue;
+    }
     for (int64_t k0 = 0; k0 < used; k0 += 16) {
       __m512i t[16];
       for (int m = 0; m < 16; ++m) t[m] = _mm512_load_si512(s.score_tiles + (k0 + m) * 16);
