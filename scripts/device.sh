@@ -10,7 +10,8 @@
 #   cpu_bench      the fast CPU engine beside PyTorch's CPU SDPA, 2 threads, same CPU: prefill
 #                  in alternating rounds (bench/cpu_vs_torch.py; CPU_ROUNDS, default 5) and in
 #                  pairs within one process (bench/cpu_vs_torch_pairs.py; CPU_PAIRS, default 20;
-#                  where mxattn's Python module is installed); then
+#                  where mxattn's Python module is installed); the decode's kernels paired in one
+#                  process (mxattn_bench_cpu --row-tiles); then
 #                  the decode by thread count (bench/cpu_decode_threads.py; CPU_DECODE_THREADS)
 #   ncu            Nsight Compute on one prefill launch per head dim (not run by default;
 #                  NCU_DIMS: the head dims, NCU_CLOCKS: base or none, NCU_CAUSAL=1: causal,
@@ -145,6 +146,10 @@ section_cpu_bench() {
   # Decode from the caches (512 keys read again and again): the kernels' own speed, no memory.
   timeout 60 taskset -c 0,1 "$BUILD/bench/mxattn_bench_cpu" --threads 2 --case decode --hot \
     --decode-keys 512 --reps 50 --json "$WORK/cpu_decode_hot.json" || return 1
+  # The decode's kernels against each other, runs paired in one process (with AMX: bf16 caches on
+  # the tile unit, the default, against the FMA kernels; FP8 caches on it too).
+  timeout 120 taskset -c 0,1 "$BUILD/bench/mxattn_bench_cpu" --threads 2 --case decode --reps 20 \
+    --row-tiles none,bf16,all --json "$WORK/cpu_decode_row_tiles.json" || return 1
   # Prefill beside PyTorch in alternating rounds (this host's speed moves within a minute), then
   # PyTorch's bf16 decode, the decode anchor.
   PYTHONUNBUFFERED=1 timeout 300 taskset -c 0,1 python3 bench/cpu_vs_torch.py \
