@@ -510,8 +510,10 @@ class Scratch {
             state + 3 * rows};
   }
 
-  // Head k's queries as the AMX few-row kernel's tiles of Q^T (RowTileStep::q_tiles).
+  // Head k's queries as the AMX few-row kernel's tiles of Q^T (RowTileStep::q_tiles),
+  // q_tile_words() words a head.
   uint32_t* q_tiles(int64_t k) { return q_tiles_.get() + k * shape_.row_tile_q_words; }
+  int64_t q_tile_words() const { return shape_.row_tile_q_words; }
 
   // Head k's queries as bf16 (part `part` of the AMX kernels' parts), for the AMX kernels and
   // scores_bf16_from_rows: rows_padded rows of dim_qk_padded.
@@ -828,7 +830,7 @@ class FastEngine {
       return;
     }
     std::fill(q, q + rows_padded_ * dim_qk_padded_, 0.0f);
-    if (row_tiles_) std::fill_n(sc.q_tiles(k), scratch_shape().row_tile_q_words, uint32_t(0));
+    if (row_tiles_) std::fill_n(sc.q_tiles(k), sc.q_tile_words(), uint32_t(0));
     const float factor = p_.scale * kLog2e;
     for (int64_t r = 0; r < t.rows(); ++r) {
       if (ahead > 0) prefetch_q_row(t, r + ahead);

@@ -80,8 +80,11 @@ constexpr int kMinSafeScale = 17, kMaxSafeScale = 239;
   }
 }
 
-int64_t stored_row_bytes(const RowFormat& f) {
-  return f.elem == RowElem::bf16 ? ((f.width - 1) * f.elem_stride + 1) * 2 : f.width;
+// Bytes a row of format f spans (what prefetch_next fetches), from its reader.
+int64_t row_bytes_of(const RowFormat& f) {
+  int64_t bytes = 0;
+  with_rows(f, [&](const auto& rows) { bytes = rows.row_bytes(); });
+  return bytes;
 }
 
 // Fetches the rows of a stream's next tile into L2 a few at a time, spread over the kernel's
@@ -149,16 +152,11 @@ void weight_tile(const float* scores, int64_t ld, int64_t rows, int64_t rb, int 
   const int64_t left = count - k0;
   const __mmask16 valid = left >= 16 ? __mmask16(0xffff) : __mmask16((1u << left) - 1);
   for (int64_t r = 0; r < rows; ++r) {
-    __m512 rest = _mm512_maskz_loadu_ps(valid, scores + r * ld + k0);
+    const __m512 x[2] = {_mm512_maskz_loadu_ps(valid, scores + r * ld + k0), _mm512_setzero_ps()};
+    __m512i split[kMaxBf16Parts];
+    split_parts(x, parts, split);
     for (int i = 0; i < parts; ++i) {
-      __m512i words;
-      if (i + 1 < parts) {
-        const __m512 part = truncate_bf16(rest);
-        rest = _mm512_sub_ps(rest, part);
-        words = _mm512_srli_epi32(_mm512_castps_si512(part), 16);
-      } else {
-        words = _mm512_cvtepu16_epi32(std::bit_cast<__m256i>(_mm512_cvtneps_pbh(rest)));
-      }
+      const __m512i words = _mm512_cvtepu16_epi32(_mm512_castsi512_si256(split[i]));
       uint32_t* even = tile + 2 * (i * rb + r) * 16;
       _mm512_storeu_si512(even, words);
       _mm512_storeu_si512(even + 16, _mm512_slli_epi32(words, 16));
@@ -185,7 +183,7 @@ bool attend_rows_bf16(const RowTileStep& s) {
   const int64_t count = s.keys.count;
   const int64_t used = (count + 15) / 16 * 16;
   const bool fp8_keys = kf.elem != RowElem::bf16, fp8_values = vf.elem != RowElem::bf16;
-  const int64_t key_bytes = stored_row_bytes(kf), value_bytes = stored_row_bytes(vf);
+  const int64_t key_bytes = row_bytes_of(kf), value_bytes = row_bytes_of(vf);
   Fetcher fetch_keys(s.keys, key_bytes), fetch_values(s.values, value_bytes);
   // FP8 rows to bf16 first, checked before any state changes.
   if (fp8_keys || fp8_values) {
