@@ -46,39 +46,18 @@ TileConfig row_tile_config(int64_t q_columns, int64_t product_rows) {
 // exponent field of the decoded value is then exact.
 constexpr int kMinSafeScale = 17, kMaxSafeScale = 239;
 
-// The bf16 exponent offset of scale byte e, (e - 127) << 7, as 32 words; `bad` becomes nonzero
-// for a scale outside the safe range.
-[[gnu::always_inline]] inline __m512i exponent_offset(uint8_t e, uint32_t& bad) {
-  bad |= uint32_t(int32_t(e) - kMinSafeScale) > uint32_t(kMaxSafeScale - kMinSafeScale);
-  return _mm512_set1_epi16(int16_t((int32_t(e) - 127) * 128));
+// The bf16 exponent offset of each scale byte e, (e - 127) << 7, in both words of a 32-bit
+// entry: a broadcast of 32 bits from memory is a load alone, one of 16 bits (or from a general
+// register) also takes the shuffle port, which the decode's permutes keep busy.
+struct ExponentOffsets {
+  alignas(64) uint32_t at[256];
+};
+constexpr ExponentOffsets exponent_offsets() {
+  ExponentOffsets o{};
+  for (int e = 0; e < 256; ++e) o.at[e] = uint32_t(uint16_t((e - 127) * 128)) * 0x10001u;
+  return o;
 }
-
-// 32 bf16 words times 2^offset (in exponent units, shifted into place), zeros left as they are.
-[[gnu::always_inline]] inline __m512i add_exponent(__m512i w, __m512i offset) {
-  const __mmask32 nonzero = _mm512_test_epi16_mask(w, _mm512_set1_epi16(0x7fff));
-  return _mm512_mask_add_epi16(w, nonzero, w, offset);
-}
-
-// FP8 row `row` of f (whole blocks of 32 along the row) as bf16 times its block scales into
-// dst[0, width).
-[[gnu::always_inline]] inline void fp8_row_to_bf16(const RowFormat& f, const Fp8Decoder& decoder,
-                                                   const RowSource& row, uint16_t* dst,
-                                                   __m512i& magnitudes, uint32_t& bad) {
-  const __m512i order = _mm512_load_si512(kCodeOrder.at);
-  for (int64_t d = 0; d < f.width; d += 64) {
-    const bool two = f.width - d >= 64;
-    const __m512i codes = two ? _mm512_loadu_si512(row.data + d)
-                              : _mm512_zextsi256_si512(_mm256_loadu_si256(
-                                    reinterpret_cast<const __m256i*>(row.data + d)));
-    __m512i w[2];
-    decoder.placed_to_bf16(_mm512_permutexvar_epi8(order, codes), w, magnitudes);
-    const uint8_t* scales = row.scales + (d / 32) * f.scale_step;
-    _mm512_storeu_si512(dst + d, add_exponent(w[0], exponent_offset(scales[0], bad)));
-    if (!two) break;
-    _mm512_storeu_si512(dst + d + 32,
-                        add_exponent(w[1], exponent_offset(scales[f.scale_step], bad)));
-  }
-}
+constexpr ExponentOffsets kExponentOffsets = exponent_offsets();
 
 // Bytes a row of format f spans (what prefetch_next fetches), from its reader.
 int64_t row_bytes_of(const RowFormat& f) {
@@ -104,6 +83,47 @@ class Fetcher {
   const RowStream& s_;
   int64_t bytes_, k_;
 };
+
+// The n FP8 rows of s (whole blocks of 32 along the row) as bf16 times their block scales into
+// dst (`padded` elements a row, [0, width) written), fetching one row of the next tile every two.
+// The running maximum and the scale range stay in registers (the callers' copies are written
+// once), and the scales are checked by their range, not one by one.
+[[gnu::always_inline]] inline void fp8_rows_to_bf16(const RowFormat& f, const RowStream& s,
+                                                    int64_t n, uint16_t* dst, int64_t padded,
+                                                    Fetcher& fetch, __m512i& magnitudes,
+                                                    uint32_t& bad) {
+  const Fp8Decoder decoder(f.code_bf16_bytes);
+  const __m512i order = _mm512_load_si512(kCodeOrder.at);
+  const __m512i nonzero = _mm512_set1_epi16(0x7fff);
+  // 32 bf16 words times the scale of byte e, zeros left as they are.
+  const auto scaled = [&](__m512i w, uint32_t e) {
+    const __m512i offset = _mm512_set1_epi32(int32_t(kExponentOffsets.at[e]));
+    return _mm512_mask_add_epi16(w, _mm512_test_epi16_mask(w, nonzero), w, offset);
+  };
+  const int64_t width = f.width, step = f.scale_step;
+  __m512i most = magnitudes;
+  uint32_t low = 255, high = 0;
+  for (int64_t k = 0; k < n; ++k, dst += padded) {
+    if (k % 2) fetch.rows(1);
+    const RowSource& row = s.rows[k * s.step];
+    for (int64_t d = 0; d < width; d += 64) {
+      const bool two = width - d >= 64;
+      const __m512i codes = two ? _mm512_loadu_si512(row.data + d)
+                                : _mm512_zextsi256_si512(_mm256_loadu_si256(
+                                      reinterpret_cast<const __m256i*>(row.data + d)));
+      __m512i w[2];
+      decoder.placed_to_bf16(_mm512_permutexvar_epi8(order, codes), w, most);
+      const uint8_t* scales = row.scales + (d / 32) * step;
+      const uint32_t e0 = scales[0], e1 = two ? scales[step] : e0;
+      low = std::min({low, e0, e1});
+      high = std::max({high, e0, e1});
+      _mm512_storeu_si512(dst + d, scaled(w[0], e0));
+      if (two) _mm512_storeu_si512(dst + d + 32, scaled(w[1], e1));
+    }
+  }
+  magnitudes = most;
+  bad |= uint32_t(low < kMinSafeScale || high > kMaxSafeScale);
+}
 
 // Where a tile operand of 16 rows reads from: the first row and the bytes between rows.
 struct TileRows {
@@ -190,20 +210,11 @@ bool attend_rows_bf16(const RowTileStep& s) {
     __m512i magnitudes = _mm512_setzero_si512();
     uint32_t bad = 0;
     if (fp8_keys) {
-      const Fp8Decoder decoder(kf.code_bf16_bytes);
-      for (int64_t k = 0; k < count; ++k) {
-        if (k % 2) fetch_keys.rows(1);
-        fp8_row_to_bf16(kf, decoder, s.keys.rows[k * s.keys.step], s.key_rows + k * s.dim_qk_padded,
-                        magnitudes, bad);
-      }
+      fp8_rows_to_bf16(kf, s.keys, count, s.key_rows, s.dim_qk_padded, fetch_keys, magnitudes, bad);
     }
     if (fp8_values) {
-      const Fp8Decoder decoder(vf.code_bf16_bytes);
-      for (int64_t k = 0; k < count; ++k) {
-        if (k % 2) fetch_values.rows(1);
-        fp8_row_to_bf16(vf, decoder, s.values.rows[k * s.values.step],
-                        s.value_rows + k * s.dim_v_padded, magnitudes, bad);
-      }
+      fp8_rows_to_bf16(vf, s.values, count, s.value_rows, s.dim_v_padded, fetch_values, magnitudes,
+                       bad);
     }
     if (bad || _mm512_cmpge_epu8_mask(magnitudes, _mm512_set1_epi8(0x7f))) return false;
     // Rows past the last key of the last group: zero.
