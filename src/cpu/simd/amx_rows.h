@@ -85,13 +85,13 @@ class Fetcher {
 };
 
 // The n FP8 rows of s (whole blocks of 32 along the row) as bf16 times their block scales into
-// dst (`padded` elements a row, [0, width) written), fetching one row of the next tile every two.
-// The running maximum and the scale range stay in registers (the callers' copies are written
-// once), and the scales are checked by their range, not one by one.
-[[gnu::always_inline]] inline void fp8_rows_to_bf16(const RowFormat& f, const RowStream& s,
-                                                    int64_t n, uint16_t* dst, int64_t padded,
-                                                    Fetcher& fetch, __m512i& magnitudes,
-                                                    uint32_t& bad) {
+// rows [0, n) of dst (`padded` elements a row, [0, width) written), rows [n, used) zero, fetching
+// one row of the next tile every two. False where a scale lies outside the safe range or a code
+// is NaN or Inf (dst then partly written). The largest magnitude stays in a register, and the
+// scales are checked without branches.
+[[gnu::always_inline]] inline bool fp8_rows_to_bf16(const RowFormat& f, const RowStream& s,
+                                                    int64_t n, int64_t used, uint16_t* dst,
+                                                    int64_t padded, Fetcher& fetch) {
   const Fp8Decoder decoder(f.code_bf16_bytes);
   const __m512i order = _mm512_load_si512(kCodeOrder.at);
   const __m512i nonzero = _mm512_set1_epi16(0x7fff);
@@ -101,11 +101,16 @@ class Fetcher {
     return _mm512_mask_add_epi16(w, _mm512_test_epi16_mask(w, nonzero), w, offset);
   };
   const int64_t width = f.width, step = f.scale_step;
-  __m512i most = magnitudes;
-  uint32_t low = 255, high = 0;
-  for (int64_t k = 0; k < n; ++k, dst += padded) {
+  __m512i most = _mm512_setzero_si512();
+  // A scale byte e is safe where e - kMinSafeScale, unsigned, is at most the range's width.
+  const auto outside = [](uint32_t e) {
+    return uint32_t(e - kMinSafeScale > uint32_t(kMaxSafeScale - kMinSafeScale));
+  };
+  uint32_t unsafe = 0;
+  for (int64_t k = 0; k < n; ++k) {
     if (k % 2) fetch.rows(1);
     const RowSource& row = s.rows[k * s.step];
+    uint16_t* out = dst + k * padded;
     for (int64_t d = 0; d < width; d += 64) {
       const bool two = width - d >= 64;
       const __m512i codes = two ? _mm512_loadu_si512(row.data + d)
@@ -115,14 +120,17 @@ class Fetcher {
       decoder.placed_to_bf16(_mm512_permutexvar_epi8(order, codes), w, most);
       const uint8_t* scales = row.scales + (d / 32) * step;
       const uint32_t e0 = scales[0], e1 = two ? scales[step] : e0;
-      low = std::min({low, e0, e1});
-      high = std::max({high, e0, e1});
-      _mm512_storeu_si512(dst + d, scaled(w[0], e0));
-      if (two) _mm512_storeu_si512(dst + d + 32, scaled(w[1], e1));
+      unsafe |= outside(e0) | outside(e1);
+      _mm512_storeu_si512(out + d, scaled(w[0], e0));
+      if (two) _mm512_storeu_si512(out + d + 32, scaled(w[1], e1));
     }
   }
-  magnitudes = most;
-  bad |= uint32_t(low < kMinSafeScale || high > kMaxSafeScale);
+  // The bytewise maximum of the values' high bytes is 0x7f where a code is NaN or Inf.
+  if (unsafe != 0 || _mm512_cmpge_epu8_mask(most, _mm512_set1_epi8(0x7f))) {
+    return false;
+  }
+  std::fill(dst + n * padded, dst + used * padded, uint16_t(0));
+  return true;
 }
 
 // Where a tile operand of 16 rows reads from: the first row and the bytes between rows.
@@ -206,22 +214,13 @@ bool attend_rows_bf16(const RowTileStep& s) {
   const int64_t key_bytes = row_bytes_of(kf), value_bytes = row_bytes_of(vf);
   Fetcher fetch_keys(s.keys, key_bytes), fetch_values(s.values, value_bytes);
   // FP8 rows to bf16 first, checked before any state changes.
-  if (fp8_keys || fp8_values) {
-    __m512i magnitudes = _mm512_setzero_si512();
-    uint32_t bad = 0;
-    if (fp8_keys) {
-      fp8_rows_to_bf16(kf, s.keys, count, s.key_rows, s.dim_qk_padded, fetch_keys, magnitudes, bad);
-    }
-    if (fp8_values) {
-      fp8_rows_to_bf16(vf, s.values, count, s.value_rows, s.dim_v_padded, fetch_values, magnitudes,
-                       bad);
-    }
-    if (bad || _mm512_cmpge_epu8_mask(magnitudes, _mm512_set1_epi8(0x7f))) return false;
-    // Rows past the last key of the last group: zero.
-    for (int64_t k = count; k < used; ++k) {
-      if (fp8_keys) std::fill_n(s.key_rows + k * s.dim_qk_padded, s.dim_qk_padded, uint16_t(0));
-      if (fp8_values) std::fill_n(s.value_rows + k * s.dim_v_padded, s.dim_v_padded, uint16_t(0));
-    }
+  if (fp8_keys &&
+      !fp8_rows_to_bf16(kf, s.keys, count, used, s.key_rows, s.dim_qk_padded, fetch_keys)) {
+    return false;
+  }
+  if (fp8_values &&
+      !fp8_rows_to_bf16(vf, s.values, count, used, s.value_rows, s.dim_v_padded, fetch_values)) {
+    return false;
   }
   const int64_t rb = s.row_block;
   const int64_t q_columns = rb * s.q_parts;
