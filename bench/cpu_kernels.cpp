@@ -13,12 +13,15 @@
 #include <cstdint>
 #include <cstdlib>
 #include <new>
+#include <random>
 #include <string>
 #include <vector>
 
 #include "cpu/fast.h"
 #include "cpu/fast_rows.h"
 #include "mxattn/dtype.h"
+#include "mxattn/mx.h"
+#include "mxattn/tensor.h"
 
 namespace {
 
@@ -51,6 +54,19 @@ uint16_t random_bf16(uint64_t& s) {
   return uint16_t(((r & 1u) << 15) | ((120u + (r >> 1) % 7u) << 7) | ((r >> 4) & 0x7fu));
 }
 
+// `rows` rows of kDim N(0, 1) values as MX codes of `kv` and their E8M0 scales (rows * kDim / 32),
+// quantized by mxattn::quantize with OCP scales.
+bool quantized_normals(DType kv, int64_t rows, uint8_t* codes, uint8_t* scales) {
+  static std::mt19937 rng(2024);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> values(size_t(rows * kDim));
+  for (float& x : values) x = normal(rng);
+  const mxattn::TensorView src = mxattn::make_view(values.data(), DType::f32, {rows, kDim});
+  return bool(mxattn::quantize(src, mxattn::make_view(codes, kv, {rows, kDim}),
+                               mxattn::make_view(scales, DType::e8m0, {rows, kDim / 32}), 1,
+                               mxattn::ScaleMode::floor));
+}
+
 // Bytes of one head's kKeys rows of `kv` elements.
 int64_t rows_bytes(DType kv) {
   return kKeys * kDim * (kv == DType::bf16 ? 2 : 1);
@@ -66,7 +82,7 @@ class DecodeTile {
         format_(tables_.format(kDim, 1, 32, 1)),
         keys_(rows_bytes(kv) * heads),
         values_(rows_bytes(kv) * heads),
-        scales_(2 * kKeys * kDim / 32),
+        scales_(2 * kKeys * heads * kDim / 32),
         q_(kRows * kQStride),
         q_f32_(kRows * kQStride),
         scores_(kRows * kLd),
@@ -83,16 +99,15 @@ class DecodeTile {
         auto* words = reinterpret_cast<uint16_t*>(rows);
         for (int64_t i = 0; i < kKeys * kDim * heads; ++i) words[i] = random_bf16(s);
       } else {
-        // E4M3 codes of magnitude below 4 (exponent field below 9), as quantized values of a
-        // cache of values about 1 would be. Larger ones give scores hundreds apart and softmax
-        // weights below f32's normal range, which a core multiplies far more slowly.
-        for (int64_t i = 0; i < rows_bytes(kv) * heads; ++i) {
-          const uint32_t r = next_random(s);
-          rows[i] = uint8_t((r & 0x80u) | ((r >> 8) % 0x48u));
+        // N(0, 1) values quantized as a cache is (OCP scales, blocks of 32 along the row): the
+        // codes' magnitudes and their few zeros and subnormals are those of real data.
+        const int64_t blocks = kKeys * heads * kDim / 32;
+        if (!quantized_normals(kv, kKeys * heads, rows,
+                               scales_.data + (rows == keys_.data ? 0 : blocks))) {
+          std::abort();
         }
       }
     }
-    for (int64_t i = 0; i < 2 * kKeys * kDim / 32; ++i) scales_.data[i] = uint8_t(120 + i % 8);
     for (int64_t i = 0; i < kRows * kQStride; ++i) {
       q_.data[i] = random_bf16(s);
       // The f32 queries of scores_from_rows (any order: the values are random), times the score
@@ -101,9 +116,10 @@ class DecodeTile {
     }
     const int64_t row_bytes = rows_bytes(kv) / kKeys;
     for (int64_t k = 0; k < kKeys; ++k) {
-      key_rows_.push_back({keys_.data + k * heads * row_bytes, scales_.data + k * kDim / 32});
+      key_rows_.push_back(
+          {keys_.data + k * heads * row_bytes, scales_.data + k * heads * kDim / 32});
       value_rows_.push_back(
-          {values_.data + k * heads * row_bytes, scales_.data + (kKeys + k) * kDim / 32});
+          {values_.data + k * heads * row_bytes, scales_.data + (kKeys + k) * heads * kDim / 32});
     }
     for (int64_t r = 0; r < kRows; ++r) {
       row_max_[r] = -1e30f;

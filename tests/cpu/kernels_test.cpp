@@ -5,10 +5,13 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <vector>
 
 #include "core/float16.h"
@@ -248,15 +251,102 @@ TEST_P(DirectRowDecoding, EveryFp8CodeAndScaleAsBf16DotProducts) {
   }
 }
 
-// The AMX set's few-row tile kernel (attend_rows_bf16, RowTileStep) decodes FP8 rows to bf16 with
-// the E8M0 scale added to the exponent, exact only for scale bytes 17..239 and finite codes. A
-// tile with another scale or a NaN or Inf code, in K or in V, is declined before anything changes
-// (the engine then runs the FMA kernels on it); every other tile is taken.
-class RowTileDeclines : public ::testing::TestWithParam<cpu::SimdIsa> {};
+// 64-byte aligned, zeroed scratch of n elements.
+template <class T>
+std::unique_ptr<T[], decltype(&std::free)> aligned_zeros(int64_t n) {
+  const size_t bytes = (size_t(n) * sizeof(T) + 63) / 64 * 64;
+  std::unique_ptr<T[], decltype(&std::free)> p(static_cast<T*>(std::aligned_alloc(64, bytes)),
+                                               &std::free);
+  std::memset(p.get(), 0, bytes);
+  return p;
+}
 
-TEST_P(RowTileDeclines, UnsafeScalesAndNonFiniteCodes) {
+// One key tile through the AMX set's few-row tile kernel (attend_rows_bf16, RowTileStep): `count`
+// K and V rows of an FP8 format, `width` elements a row (whole blocks of 32), for 4 query rows,
+// with the kernel's state and scratch. run() sets the state to fixed values first; unchanged()
+// tells whether a run left it so; key_rows() and value_rows() are the kernel's bf16 copies of the
+// rows.
+class RowTile {
+ public:
+  static constexpr int64_t kRows = 4;
+  RowTile(int64_t count, int64_t width)
+      : count_(count),
+        padded_keys_((count + 15) / 16 * 16),
+        width_(width),
+        q_tiles_(aligned_zeros<uint32_t>(width / 2 * kRows)),
+        key_rows_(aligned_zeros<uint16_t>(padded_keys_ * width)),
+        value_rows_(aligned_zeros<uint16_t>(padded_keys_ * width)),
+        scores_(aligned_zeros<float>(kRows * padded_keys_)),
+        score_tiles_(aligned_zeros<float>(padded_keys_ * 16)),
+        products_(aligned_zeros<float>(4 * 256)),
+        weight_tiles_(aligned_zeros<uint32_t>(padded_keys_ * 16)),
+        out_(aligned_zeros<float>(kRows * width)) {
+    // Q: 1 in the odd elements of each row (bf16 pairs), 0 in the even ones.
+    for (int64_t i = 0; i < width / 2 * kRows; ++i) q_tiles_[size_t(i)] = 0x3f800000u;
+  }
+
+  bool run(const cpu::FastKernels& kernels, const cpu::RowFormat& format,
+           const std::vector<cpu::RowSource>& keys, const std::vector<cpu::RowSource>& values) {
+    std::fill(out_.get(), out_.get() + kRows * width_, 0.5f);
+    std::fill(row_max_, row_max_ + kRows, 3.0f);
+    std::fill(row_sum_, row_sum_ + kRows, 2.0f);
+    std::fill(rescale_, rescale_ + kRows, 7.0f);
+    cpu::RowTileStep step;
+    step.key_format = step.value_format = &format;
+    step.keys = {keys.data(), count_, 1, nullptr, 0};
+    step.values = {values.data(), count_, 1, nullptr, 0};
+    step.q_tiles = q_tiles_.get();
+    step.rows = step.row_block = kRows;
+    step.dim_qk_padded = step.dim_v_padded = width_;
+    step.score_factor = 0.125f;
+    step.row_max = row_max_;
+    step.row_sum = row_sum_;
+    step.rescale = rescale_;
+    step.out = out_.get();
+    step.out_stride = width_;
+    step.keys_padded = step.ld = padded_keys_;
+    step.key_rows = key_rows_.get();
+    step.value_rows = value_rows_.get();
+    step.scores = scores_.get();
+    step.score_tiles = score_tiles_.get();
+    step.weight_tiles = weight_tiles_.get();
+    step.products = products_.get();
+    const bool taken = kernels.attend_rows_bf16(step);
+    kernels.release_tiles();
+    return taken;
+  }
+
+  bool unchanged() const {
+    return std::all_of(out_.get(), out_.get() + kRows * width_,
+                       [](float x) { return x == 0.5f; }) &&
+           std::all_of(row_max_, row_max_ + kRows, [](float x) { return x == 3.0f; }) &&
+           std::all_of(row_sum_, row_sum_ + kRows, [](float x) { return x == 2.0f; }) &&
+           std::all_of(rescale_, rescale_ + kRows, [](float x) { return x == 7.0f; });
+  }
+  int64_t padded_keys() const { return padded_keys_; }
+  const uint16_t* key_rows() const { return key_rows_.get(); }
+  const uint16_t* value_rows() const { return value_rows_.get(); }
+
+ private:
+  int64_t count_, padded_keys_, width_;
+  std::unique_ptr<uint32_t[], decltype(&std::free)> q_tiles_;
+  std::unique_ptr<uint16_t[], decltype(&std::free)> key_rows_, value_rows_;
+  std::unique_ptr<float[], decltype(&std::free)> scores_, score_tiles_, products_;
+  std::unique_ptr<uint32_t[], decltype(&std::free)> weight_tiles_;
+  std::unique_ptr<float[], decltype(&std::free)> out_;
+  float row_max_[kRows], row_sum_[kRows], rescale_[kRows];
+};
+
+// The AMX set's few-row tile kernel decodes FP8 rows to bf16 with the E8M0 scale added to the
+// exponent, exact only for scale bytes 17..239 and finite codes. A tile with another scale or a
+// NaN or Inf code, in K or in V, in 64 codes that decode by shifts (all normal) or by tables (one
+// zero among them), is declined before anything changes (the engine then runs the FMA kernels on
+// it); every other tile is taken.
+class RowTileKernel : public ::testing::TestWithParam<cpu::SimdIsa> {};
+
+TEST_P(RowTileKernel, DeclinesUnsafeScalesAndNonFiniteCodes) {
   const cpu::FastKernels& kernels = cpu::fast_kernels(GetParam());
-  constexpr int64_t kKeys = 32, kWidth = 64, kRows = 4, kBlocks = kWidth / 32;
+  constexpr int64_t kKeys = 32, kWidth = 64, kBlocks = kWidth / 32;
   for (DType t : {DType::e4m3, DType::e5m2}) {
     SCOPED_TRACE(name_of(t));
     const cpu::RowTables tables(t);
@@ -272,50 +362,10 @@ TEST_P(RowTileDeclines, UnsafeScalesAndNonFiniteCodes) {
       values[size_t(k)] = {rows.data() + (kKeys + k) * kWidth,
                            scales.data() + (kKeys + k) * kBlocks};
     }
-    alignas(64) uint32_t q_tiles[kWidth / 2 * kRows];
-    for (int64_t i = 0; i < kWidth / 2 * kRows; ++i) q_tiles[i] = 0x3f803f80u * uint32_t(i % 2);
-    alignas(64) uint16_t key_rows[kKeys * kWidth], value_rows[kKeys * kWidth];
-    alignas(64) float scores[kRows * kKeys], score_tiles[kKeys * 16], products[4 * 256];
-    alignas(64) uint32_t weight_tiles[kKeys * 16];
-    alignas(64) float out[kRows * kWidth];
-    float row_max[kRows], row_sum[kRows], rescale[kRows];
-    const auto run = [&] {
-      std::fill(out, out + kRows * kWidth, 0.5f);
-      std::fill(row_max, row_max + kRows, 3.0f);
-      std::fill(row_sum, row_sum + kRows, 2.0f);
-      std::fill(rescale, rescale + kRows, 7.0f);
-      cpu::RowTileStep step;
-      step.key_format = step.value_format = &format;
-      step.keys = {keys.data(), kKeys, 1, nullptr, 0};
-      step.values = {values.data(), kKeys, 1, nullptr, 0};
-      step.q_tiles = q_tiles;
-      step.rows = step.row_block = kRows;
-      step.dim_qk_padded = step.dim_v_padded = kWidth;
-      step.score_factor = 0.125f;
-      step.row_max = row_max;
-      step.row_sum = row_sum;
-      step.rescale = rescale;
-      step.out = out;
-      step.out_stride = kWidth;
-      step.keys_padded = step.ld = kKeys;
-      step.key_rows = key_rows;
-      step.value_rows = value_rows;
-      step.scores = scores;
-      step.score_tiles = score_tiles;
-      step.weight_tiles = weight_tiles;
-      step.products = products;
-      const bool taken = kernels.attend_rows_bf16(step);
-      kernels.release_tiles();
-      return taken;
-    };
-    const auto unchanged = [&] {
-      return std::all_of(out, out + kRows * kWidth, [](float x) { return x == 0.5f; }) &&
-             std::all_of(row_max, row_max + kRows, [](float x) { return x == 3.0f; }) &&
-             std::all_of(row_sum, row_sum + kRows, [](float x) { return x == 2.0f; }) &&
-             std::all_of(rescale, rescale + kRows, [](float x) { return x == 7.0f; });
-    };
-    ASSERT_TRUE(run()) << "a tile of safe scales and finite codes";
-    EXPECT_FALSE(unchanged());
+    RowTile tile(kKeys, kWidth);
+    ASSERT_TRUE(tile.run(kernels, format, keys, values))
+        << "a tile of safe scales and finite codes";
+    EXPECT_FALSE(tile.unchanged());
     for (const bool in_values : {false, true}) {
       SCOPED_TRACE(in_values ? "in V" : "in K");
       const size_t key = size_t(in_values ? kKeys + 19 : 5);
@@ -323,21 +373,93 @@ TEST_P(RowTileDeclines, UnsafeScalesAndNonFiniteCodes) {
         const uint8_t saved = scales[key * kBlocks + 1];
         scales[key * kBlocks + 1] = scale;
         const bool safe = scale >= 17 && scale <= 239;
-        EXPECT_EQ(run(), safe) << "scale " << int(scale);
+        EXPECT_EQ(tile.run(kernels, format, keys, values), safe) << "scale " << int(scale);
         if (!safe) {
-          EXPECT_TRUE(unchanged()) << "scale " << int(scale);
+          EXPECT_TRUE(tile.unchanged()) << "scale " << int(scale);
         }
         scales[key * kBlocks + 1] = saved;
       }
       const std::vector<uint8_t> non_finite = t == DType::e4m3
                                                   ? std::vector<uint8_t>{0x7f, 0xff}
                                                   : std::vector<uint8_t>{0x7c, 0xfc, 0x7d, 0xff};
-      for (const uint8_t code : non_finite) {
-        const uint8_t saved = rows[key * kWidth + 40];
-        rows[key * kWidth + 40] = code;
-        EXPECT_FALSE(run()) << "code " << int(code);
-        EXPECT_TRUE(unchanged()) << "code " << int(code);
-        rows[key * kWidth + 40] = saved;
+      for (const bool tables_decode : {false, true}) {
+        SCOPED_TRACE(tables_decode ? "decoded by tables" : "decoded by shifts");
+        const uint8_t saved_zero = rows[key * kWidth + 11];
+        if (tables_decode) rows[key * kWidth + 11] = 0;
+        for (const uint8_t code : non_finite) {
+          const uint8_t saved = rows[key * kWidth + 40];
+          rows[key * kWidth + 40] = code;
+          EXPECT_FALSE(tile.run(kernels, format, keys, values)) << "code " << int(code);
+          EXPECT_TRUE(tile.unchanged()) << "code " << int(code);
+          rows[key * kWidth + 40] = saved;
+        }
+        rows[key * kWidth + 11] = saved_zero;
+      }
+    }
+  }
+}
+
+// The kernel's bf16 copies of FP8 rows are code * 2^(scale - 127) exactly, for every finite code,
+// the extreme safe scales and scales between: 64 codes that are all normal decode by shifts, 64
+// with a zero or subnormal among them by tables, and so do the 32 of a row's last half chunk.
+// Rows past the last key are zero.
+TEST_P(RowTileKernel, DecodesFp8RowsExactly) {
+  const cpu::FastKernels& kernels = cpu::fast_kernels(GetParam());
+  constexpr int64_t kKeys = 60;
+  for (DType t : {DType::e4m3, DType::e5m2}) {
+    SCOPED_TRACE(name_of(t));
+    std::vector<uint8_t> finite, normal;
+    for (int c = 0; c < 256; ++c) {
+      if (!std::isfinite(mx::decode(t, uint8_t(c)))) continue;
+      finite.push_back(uint8_t(c));
+      const bool zero_exponent = (c & (t == DType::e4m3 ? 0x78 : 0x7c)) == 0;
+      if (!zero_exponent) normal.push_back(uint8_t(c));
+    }
+    const cpu::RowTables tables(t);
+    for (const int64_t width : {int64_t(128), int64_t(96)}) {
+      SCOPED_TRACE(width);
+      const int64_t blocks = width / 32;
+      std::vector<uint8_t> rows(size_t(2 * kKeys * width)), scales(size_t(2 * kKeys * blocks));
+      // Even rows: normal codes only. Odd rows: every finite code, with a zero or subnormal in
+      // each 64 and in the half chunk.
+      for (int64_t r = 0; r < 2 * kKeys; ++r) {
+        const std::vector<uint8_t>& codes = r % 2 ? finite : normal;
+        for (int64_t d = 0; d < width; ++d) {
+          rows[size_t(r * width + d)] = codes[size_t((r * 53 + d) % int64_t(codes.size()))];
+        }
+        if (r % 2) {
+          for (int64_t d = 5; d < width; d += 64)
+            rows[size_t(r * width + d)] = uint8_t(0x80 + r % 4);
+        }
+      }
+      for (size_t i = 0; i < scales.size(); ++i) {
+        scales[i] = i % 7 == 0 ? 17 : i % 7 == 1 ? 239 : uint8_t(17 + i * 89 % 223);
+      }
+      std::vector<cpu::RowSource> keys(static_cast<size_t>(kKeys)), values(keys.size());
+      for (int64_t k = 0; k < kKeys; ++k) {
+        keys[size_t(k)] = {rows.data() + k * width, scales.data() + k * blocks};
+        values[size_t(k)] = {rows.data() + (kKeys + k) * width,
+                             scales.data() + (kKeys + k) * blocks};
+      }
+      const cpu::RowFormat format = tables.format(width, 1, 32, 1);
+      RowTile tile(kKeys, width);
+      ASSERT_TRUE(tile.run(kernels, format, keys, values));
+      for (const bool in_values : {false, true}) {
+        SCOPED_TRACE(in_values ? "V" : "K");
+        const uint16_t* got = in_values ? tile.value_rows() : tile.key_rows();
+        for (int64_t k = 0; k < tile.padded_keys(); ++k) {
+          const int64_t r = (in_values ? kKeys : 0) + k;
+          for (int64_t d = 0; d < width; ++d) {
+            uint32_t want = 0;
+            if (k < kKeys) {
+              const uint8_t code = rows[size_t(r * width + d)];
+              const float value = reference_value(t, code, scales[size_t(r * blocks + d / 32)]);
+              want = std::bit_cast<uint32_t>(value);
+              ASSERT_EQ(want & 0xffffu, 0u) << "not a bf16: code " << int(code);
+            }
+            ASSERT_EQ(uint32_t(got[k * width + d]), want >> 16) << "key " << k << ", element " << d;
+          }
+        }
       }
     }
   }
@@ -370,9 +492,9 @@ INSTANTIATE_TEST_SUITE_P(KernelSets, RowDecoding, ::testing::ValuesIn(cpu::suppo
 INSTANTIATE_TEST_SUITE_P(KernelSets, DirectRowDecoding, ::testing::ValuesIn(direct_isas()),
                          isa_test_name);
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(DirectRowDecoding);
-INSTANTIATE_TEST_SUITE_P(KernelSets, RowTileDeclines, ::testing::ValuesIn(row_tile_isas()),
+INSTANTIATE_TEST_SUITE_P(KernelSets, RowTileKernel, ::testing::ValuesIn(row_tile_isas()),
                          isa_test_name);
-GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(RowTileDeclines);
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(RowTileKernel);
 
 }  // namespace
 }  // namespace mxattn::test

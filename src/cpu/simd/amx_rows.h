@@ -84,53 +84,124 @@ class Fetcher {
   int64_t bytes_, k_;
 };
 
-// The n FP8 rows of s (whole blocks of 32 along the row) as bf16 times their block scales into
-// rows [0, n) of dst (`padded` elements a row, [0, width) written), rows [n, used) zero, fetching
-// one row of the next tile every two. False where a scale lies outside the safe range or a code
-// is NaN or Inf (dst then partly written). The largest magnitude stays in a register, and the
-// scales are checked without branches.
-[[gnu::always_inline]] inline bool fp8_rows_to_bf16(const RowFormat& f, const RowStream& s,
-                                                    int64_t n, int64_t used, uint16_t* dst,
-                                                    int64_t padded, Fetcher& fetch) {
+// How an FP8 format decodes to bf16 by shifts. A code sign-extended to 16 bits and shifted left
+// by `shift` holds its sign in bit 15 with copies of it down to the bf16 exponent, its exponent
+// field in the low bits of the bf16 exponent and its mantissa right below; `keep` clears the
+// copies. For a normal code (exponent field not zero) that word, read as bf16, is the code's
+// value times 2^(bias - 127), and adding (e - bias) << 7 to it multiplies it by 2^(127 - bias)
+// and the block scale 2^(e - 127) (exact for safe scales). `exponent`: the code's exponent field
+// (zero for zeros and subnormals, which decode by tables); magnitudes past `top` are NaN or Inf.
+struct Fp8Shifts {
+  int shift;
+  uint16_t keep;
+  uint8_t exponent, top;
+  int bias;
+};
+constexpr Fp8Shifts kE4m3Shifts{4, 0x87f0, 0x78, 0x7e, 7};
+constexpr Fp8Shifts kE5m2Shifts{5, 0x8fe0, 0x7c, 0x7b, 15};
+
+// Per scale byte e, the exponent offset (e - bias) << 7 of format F's shift decode in both words,
+// with bit 0 of each word set where e lies outside the safe range (the decode of such a tile is
+// thrown away: fp8_rows_to_bf16 declines it).
+struct ShiftOffsets {
+  alignas(64) uint32_t at[256];
+};
+constexpr ShiftOffsets shift_offsets(int bias) {
+  ShiftOffsets o{};
+  for (int e = 0; e < 256; ++e) {
+    const int unsafe = e < kMinSafeScale || e > kMaxSafeScale;
+    o.at[e] = uint32_t(uint16_t((e - bias) * 128 + unsafe)) * 0x10001u;
+  }
+  return o;
+}
+template <Fp8Shifts F>
+constexpr ShiftOffsets kShiftOffsets = shift_offsets(F.bias);
+
+// fp8_rows_to_bf16 for format F. Each 64 codes without a zero or subnormal code (nearly all of
+// them in real data) decode by shifts: a sign extension, a shift, a mask and the scale's exponent
+// offset added, one shuffle for 32 codes; the others by byte tables (three shuffles and two
+// permutes, the scale added where the value is not zero). NaN and Inf are found by the largest
+// code, signed and unsigned, and the largest magnitude of the table-decoded ones, unsafe scales
+// by a flag bit of their offsets, all kept in registers until the end.
+template <Fp8Shifts F>
+[[gnu::always_inline]] inline bool fp8_rows_to_bf16_as(const RowFormat& f, const RowStream& s,
+                                                       int64_t n, int64_t used, uint16_t* dst,
+                                                       int64_t padded, Fetcher& fetch) {
   const Fp8Decoder decoder(f.code_bf16_bytes);
   const __m512i order = _mm512_load_si512(kCodeOrder.at);
   const __m512i nonzero = _mm512_set1_epi16(0x7fff);
-  // 32 bf16 words times the scale of byte e, zeros left as they are.
-  const auto scaled = [&](__m512i w, uint32_t e) {
-    const __m512i offset = _mm512_set1_epi32(int32_t(kExponentOffsets.at[e]));
-    return _mm512_mask_add_epi16(w, _mm512_test_epi16_mask(w, nonzero), w, offset);
-  };
+  const __m512i keep = _mm512_set1_epi16(int16_t(F.keep));
+  const __m512i exponent = _mm512_set1_epi8(char(F.exponent));
+  const uint32_t* offsets = kShiftOffsets<F>.at;
   const int64_t width = f.width, step = f.scale_step;
-  __m512i most = _mm512_setzero_si512();
-  // A scale byte e is safe where e - kMinSafeScale, unsigned, is at most the range's width.
-  const auto outside = [](uint32_t e) {
-    return uint32_t(e - kMinSafeScale > uint32_t(kMaxSafeScale - kMinSafeScale));
+  __m512i most = _mm512_setzero_si512(), flags = _mm512_setzero_si512();
+  __m512i most_signed = _mm512_set1_epi8(char(0x80)), most_unsigned = _mm512_setzero_si512();
+  // Codes [d, d + 64) of a row into out + d, or [d, d + 32) where !Two.
+  const auto chunk = [&]<bool Two>(const RowSource& row, int64_t d, uint16_t* out) {
+    const uint8_t* codes = row.data + d;
+    const __m512i c =
+        Two ? _mm512_loadu_si512(codes)
+            : _mm512_zextsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes)));
+    const uint8_t* scales = row.scales + (d / 32) * step;
+    const uint32_t e0 = scales[0], e1 = Two ? scales[step] : e0;
+    const __m512i o0 = _mm512_set1_epi32(int32_t(offsets[e0]));
+    const __m512i o1 = _mm512_set1_epi32(int32_t(offsets[e1]));
+    flags = _mm512_ternarylogic_epi32(flags, o0, o1, 0xfe);
+    const __mmask64 zero_exponents = Two ? _mm512_testn_epi8_mask(c, exponent)
+                                         : _mm512_mask_testn_epi8_mask(0xffffffffu, c, exponent);
+    if (zero_exponents == 0) [[likely]] {
+      most_signed = _mm512_max_epi8(most_signed, c);
+      most_unsigned = _mm512_max_epu8(most_unsigned, c);
+      const auto shifted = [&](const uint8_t* at, __m512i offset) {
+        const __m512i x = _mm512_slli_epi16(
+            _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(at))),
+            F.shift);
+        return _mm512_add_epi16(_mm512_and_si512(x, keep), offset);
+      };
+      _mm512_storeu_si512(out + d, shifted(codes, o0));
+      if (Two) _mm512_storeu_si512(out + d + 32, shifted(codes + 32, o1));
+      return;
+    }
+    // Table-decoded bf16 words times the scale of byte e, zeros left as they are.
+    const auto scaled = [&](__m512i w, uint32_t e) {
+      const __m512i offset = _mm512_set1_epi32(int32_t(kExponentOffsets.at[e]));
+      return _mm512_mask_add_epi16(w, _mm512_test_epi16_mask(w, nonzero), w, offset);
+    };
+    __m512i w[2];
+    decoder.placed_to_bf16(_mm512_permutexvar_epi8(order, c), w, most);
+    _mm512_storeu_si512(out + d, scaled(w[0], e0));
+    if (Two) _mm512_storeu_si512(out + d + 32, scaled(w[1], e1));
   };
-  uint32_t unsafe = 0;
   for (int64_t k = 0; k < n; ++k) {
     if (k % 2) fetch.rows(1);
-    const RowSource& row = s.rows[k * s.step];
+    const RowSource row = s.rows[k * s.step];
     uint16_t* out = dst + k * padded;
-    for (int64_t d = 0; d < width; d += 64) {
-      const bool two = width - d >= 64;
-      const __m512i codes = two ? _mm512_loadu_si512(row.data + d)
-                                : _mm512_zextsi256_si512(_mm256_loadu_si256(
-                                      reinterpret_cast<const __m256i*>(row.data + d)));
-      __m512i w[2];
-      decoder.placed_to_bf16(_mm512_permutexvar_epi8(order, codes), w, most);
-      const uint8_t* scales = row.scales + (d / 32) * step;
-      const uint32_t e0 = scales[0], e1 = two ? scales[step] : e0;
-      unsafe |= outside(e0) | outside(e1);
-      _mm512_storeu_si512(out + d, scaled(w[0], e0));
-      if (two) _mm512_storeu_si512(out + d + 32, scaled(w[1], e1));
-    }
+    int64_t d = 0;
+    for (; d + 64 <= width; d += 64) chunk.template operator()<true>(row, d, out);
+    if (d < width) chunk.template operator()<false>(row, d, out);
   }
-  // The bytewise maximum of the values' high bytes is 0x7f where a code is NaN or Inf.
-  if (unsafe != 0 || _mm512_cmpge_epu8_mask(most, _mm512_set1_epi8(0x7f))) {
+  // NaN or Inf: a shift-decoded code past the top magnitude (positive ones by the signed
+  // maximum, negative ones by the unsigned), a table-decoded value whose high byte is 0x7f.
+  if (_mm512_test_epi16_mask(flags, _mm512_set1_epi16(1)) ||
+      _mm512_cmpge_epu8_mask(most, _mm512_set1_epi8(0x7f)) ||
+      _mm512_cmpgt_epi8_mask(most_signed, _mm512_set1_epi8(char(F.top))) ||
+      _mm512_cmpgt_epu8_mask(most_unsigned, _mm512_set1_epi8(char(0x80 | F.top)))) {
     return false;
   }
   std::fill(dst + n * padded, dst + used * padded, uint16_t(0));
   return true;
+}
+
+// The n FP8 rows of s (whole blocks of 32 along the row) as bf16 times their block scales into
+// rows [0, n) of dst (`padded` elements a row, [0, width) written), rows [n, used) zero, fetching
+// one row of the next tile every two. False where a scale lies outside the safe range or a code
+// is NaN or Inf (dst then partly written).
+[[gnu::always_inline]] inline bool fp8_rows_to_bf16(const RowFormat& f, const RowStream& s,
+                                                    int64_t n, int64_t used, uint16_t* dst,
+                                                    int64_t padded, Fetcher& fetch) {
+  return f.elem == RowElem::e4m3
+             ? fp8_rows_to_bf16_as<kE4m3Shifts>(f, s, n, used, dst, padded, fetch)
+             : fp8_rows_to_bf16_as<kE5m2Shifts>(f, s, n, used, dst, padded, fetch);
 }
 
 // Where a tile operand of 16 rows reads from: the first row and the bytes between rows.
@@ -222,6 +293,9 @@ bool attend_rows_bf16(const RowTileStep& s) {
       !fp8_rows_to_bf16(vf, s.values, count, used, s.value_rows, s.dim_v_padded, fetch_values)) {
     return false;
   }
+#ifdef MXATTN_DECODE_ONLY
+  if (fp8_keys) return true;
+#endif
   const int64_t rb = s.row_block;
   const int64_t q_columns = rb * s.q_parts;
   const int64_t product_rows = 2 * rb * s.weight_parts;
