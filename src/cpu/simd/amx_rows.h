@@ -100,9 +100,9 @@ struct Fp8Shifts {
 constexpr Fp8Shifts kE4m3Shifts{4, 0x87f0, 0x78, 0x7e, 7};
 constexpr Fp8Shifts kE5m2Shifts{5, 0x8fe0, 0x7c, 0x7b, 15};
 
-// Per scale byte e, the exponent offset (e - bias) << 7 of format F's shift decode in both words,
+// Per scale byte e, the exponent offset (e - bias) << 7 of a format's shift decode in both words,
 // with bit 0 of each word set where e lies outside the safe range (the decode of such a tile is
-// thrown away: fp8_rows_to_bf16 declines it).
+// thrown away: the kernel declines it).
 struct ShiftOffsets {
   alignas(64) uint32_t at[256];
 };
@@ -114,95 +114,118 @@ constexpr ShiftOffsets shift_offsets(int bias) {
   }
   return o;
 }
-template <Fp8Shifts F>
-constexpr ShiftOffsets kShiftOffsets = shift_offsets(F.bias);
+constexpr ShiftOffsets kE4m3Offsets = shift_offsets(kE4m3Shifts.bias);
+constexpr ShiftOffsets kE5m2Offsets = shift_offsets(kE5m2Shifts.bias);
 
-// fp8_rows_to_bf16 for format F. Each 64 codes without a zero or subnormal code (nearly all of
-// them in real data) decode by shifts: a sign extension, a shift, a mask and the scale's exponent
-// offset added, one shuffle for 32 codes; the others by byte tables (three shuffles and two
-// permutes, the scale added where the value is not zero). NaN and Inf are found by the largest
-// code, signed and unsigned, and the largest magnitude of the table-decoded ones, unsafe scales
-// by a flag bit of their offsets, all kept in registers until the end.
-template <Fp8Shifts F>
-[[gnu::always_inline]] inline bool fp8_rows_to_bf16_as(const RowFormat& f, const RowStream& s,
-                                                       int64_t n, int64_t used, uint16_t* dst,
-                                                       int64_t padded, Fetcher& fetch) {
-  const Fp8Decoder decoder(f.code_bf16_bytes);
-  const __m512i order = _mm512_load_si512(kCodeOrder.at);
+// 64 FP8 codes c (32 where !two) with a zero or subnormal among them as bf16 times the scales of
+// bytes e0 and e1 into out, by the byte tables; returns `most` (Fp8Decoder::placed_to_bf16) with
+// theirs. Out of line and by value, so that the caller's state stays in registers.
+[[gnu::noinline]] __m512i fp8_by_tables(const uint8_t* code_bf16_bytes, __m512i c, uint32_t e0,
+                                        uint32_t e1, bool two, uint16_t* out, __m512i most) {
+  const Fp8Decoder decoder(code_bf16_bytes);
   const __m512i nonzero = _mm512_set1_epi16(0x7fff);
-  const __m512i keep = _mm512_set1_epi16(int16_t(F.keep));
-  const __m512i exponent = _mm512_set1_epi8(char(F.exponent));
-  const uint32_t* offsets = kShiftOffsets<F>.at;
-  const int64_t width = f.width, step = f.scale_step;
-  __m512i most = _mm512_setzero_si512(), flags = _mm512_setzero_si512();
-  __m512i most_signed = _mm512_set1_epi8(char(0x80)), most_unsigned = _mm512_setzero_si512();
+  // Table-decoded bf16 words times the scale of byte e, zeros left as they are.
+  const auto scaled = [&](__m512i w, uint32_t e) {
+    const __m512i offset = _mm512_set1_epi32(int32_t(kExponentOffsets.at[e]));
+    return _mm512_mask_add_epi16(w, _mm512_test_epi16_mask(w, nonzero), w, offset);
+  };
+  __m512i w[2];
+  decoder.placed_to_bf16(_mm512_permutexvar_epi8(_mm512_load_si512(kCodeOrder.at), c), w, most);
+  _mm512_storeu_si512(out, scaled(w[0], e0));
+  if (two) _mm512_storeu_si512(out + 32, scaled(w[1], e1));
+  return most;
+}
+
+// A stream's FP8 rows (whole blocks of 32 along the row) decoded to bf16 times their block scales
+// into scratch (`padded` elements a row, [0, width) written), a few rows at a time, so that the
+// kernel decodes the rows of 16 keys while the tile unit multiplies those before. Each 64 codes
+// without a zero or subnormal code (nearly all of them in real data) decode by shifts: a sign
+// extension, a shift, a mask and the scale's exponent offset added, one shuffle for 32 codes; the
+// others by byte tables (three shuffles and two permutes, the offset added where the value is
+// not zero). NaN and Inf are found by the largest code, signed and unsigned, and the largest
+// magnitude of the table-decoded ones, unsafe scales by a flag bit of their offsets, all kept in
+// registers until safe() is asked.
+class Fp8Scratch {
+ public:
+  Fp8Scratch(const RowFormat& f, const RowStream& s, uint16_t* dst, int64_t padded)
+      : f_(f), s_(s), dst_(dst), padded_(padded) {
+    const Fp8Shifts& shifts = f.elem == RowElem::e4m3 ? kE4m3Shifts : kE5m2Shifts;
+    offsets_ = f.elem == RowElem::e4m3 ? kE4m3Offsets.at : kE5m2Offsets.at;
+    shift_ = _mm512_set1_epi16(int16_t(shifts.shift));
+    keep_ = _mm512_set1_epi16(int16_t(shifts.keep));
+    exponent_ = _mm512_set1_epi8(char(shifts.exponent));
+    top_ = shifts.top;
+  }
+
+  // Rows [begin, end): those of the stream decoded, those past its last key zero; one row of the
+  // next tile fetched every two.
+  [[gnu::always_inline]] void decode(int64_t begin, int64_t end, Fetcher& fetch) {
+    const int64_t width = f_.width, last = std::min(end, s_.count);
+    for (int64_t k = begin; k < last; ++k) {
+      if (k % 2) fetch.rows(1);
+      const RowSource row = s_.rows[k * s_.step];
+      uint16_t* out = dst_ + k * padded_;
+      int64_t d = 0;
+      for (; d + 64 <= width; d += 64) chunk<true>(row, d, out);
+      if (d < width) chunk<false>(row, d, out);
+    }
+    if (last < end) {
+      std::fill(dst_ + std::max(begin, last) * padded_, dst_ + end * padded_, uint16_t(0));
+    }
+  }
+
+  // Whether every scale decoded so far is safe and every code finite: a shift-decoded code past
+  // the top magnitude (positive ones by the signed maximum, negative ones by the unsigned) or a
+  // table-decoded value whose high byte is 0x7f is NaN or Inf.
+  bool safe() const {
+    return !_mm512_test_epi16_mask(flags_, _mm512_set1_epi16(1)) &&
+           !_mm512_cmpge_epu8_mask(most_, _mm512_set1_epi8(0x7f)) &&
+           !_mm512_cmpgt_epi8_mask(most_signed_, _mm512_set1_epi8(char(top_))) &&
+           !_mm512_cmpgt_epu8_mask(most_unsigned_, _mm512_set1_epi8(char(0x80 | top_)));
+  }
+
+ private:
   // Codes [d, d + 64) of a row into out + d, or [d, d + 32) where !Two.
-  const auto chunk = [&]<bool Two>(const RowSource& row, int64_t d, uint16_t* out) {
+  template <bool Two>
+  [[gnu::always_inline]] void chunk(const RowSource& row, int64_t d, uint16_t* out) {
     const uint8_t* codes = row.data + d;
     const __m512i c =
         Two ? _mm512_loadu_si512(codes)
             : _mm512_zextsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes)));
-    const uint8_t* scales = row.scales + (d / 32) * step;
-    const uint32_t e0 = scales[0], e1 = Two ? scales[step] : e0;
-    const __m512i o0 = _mm512_set1_epi32(int32_t(offsets[e0]));
-    const __m512i o1 = _mm512_set1_epi32(int32_t(offsets[e1]));
-    flags = _mm512_ternarylogic_epi32(flags, o0, o1, 0xfe);
-    const __mmask64 zero_exponents = Two ? _mm512_testn_epi8_mask(c, exponent)
-                                         : _mm512_mask_testn_epi8_mask(0xffffffffu, c, exponent);
+    const uint8_t* scales = row.scales + (d / 32) * f_.scale_step;
+    const uint32_t e0 = scales[0], e1 = Two ? scales[f_.scale_step] : e0;
+    const __m512i o0 = _mm512_set1_epi32(int32_t(offsets_[e0]));
+    const __m512i o1 = _mm512_set1_epi32(int32_t(offsets_[e1]));
+    flags_ = _mm512_ternarylogic_epi32(flags_, o0, o1, 0xfe);
+    const __mmask64 zero_exponents = Two ? _mm512_testn_epi8_mask(c, exponent_)
+                                         : _mm512_mask_testn_epi8_mask(0xffffffffu, c, exponent_);
     if (zero_exponents == 0) [[likely]] {
-      most_signed = _mm512_max_epi8(most_signed, c);
-      most_unsigned = _mm512_max_epu8(most_unsigned, c);
-      const auto shifted = [&](const uint8_t* at, __m512i offset) {
-        const __m512i x = _mm512_slli_epi16(
-            _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(at))),
-            F.shift);
-        return _mm512_add_epi16(_mm512_and_si512(x, keep), offset);
-      };
+      most_signed_ = _mm512_max_epi8(most_signed_, c);
+      most_unsigned_ = _mm512_max_epu8(most_unsigned_, c);
       _mm512_storeu_si512(out + d, shifted(codes, o0));
       if (Two) _mm512_storeu_si512(out + d + 32, shifted(codes + 32, o1));
       return;
     }
-    // Table-decoded bf16 words times the scale of byte e, zeros left as they are.
-    const auto scaled = [&](__m512i w, uint32_t e) {
-      const __m512i offset = _mm512_set1_epi32(int32_t(kExponentOffsets.at[e]));
-      return _mm512_mask_add_epi16(w, _mm512_test_epi16_mask(w, nonzero), w, offset);
-    };
-    __m512i w[2];
-    decoder.placed_to_bf16(_mm512_permutexvar_epi8(order, c), w, most);
-    _mm512_storeu_si512(out + d, scaled(w[0], e0));
-    if (Two) _mm512_storeu_si512(out + d + 32, scaled(w[1], e1));
-  };
-  for (int64_t k = 0; k < n; ++k) {
-    if (k % 2) fetch.rows(1);
-    const RowSource row = s.rows[k * s.step];
-    uint16_t* out = dst + k * padded;
-    int64_t d = 0;
-    for (; d + 64 <= width; d += 64) chunk.template operator()<true>(row, d, out);
-    if (d < width) chunk.template operator()<false>(row, d, out);
+    most_ = fp8_by_tables(f_.code_bf16_bytes, c, e0, e1, Two, out + d, most_);
   }
-  // NaN or Inf: a shift-decoded code past the top magnitude (positive ones by the signed
-  // maximum, negative ones by the unsigned), a table-decoded value whose high byte is 0x7f.
-  if (_mm512_test_epi16_mask(flags, _mm512_set1_epi16(1)) ||
-      _mm512_cmpge_epu8_mask(most, _mm512_set1_epi8(0x7f)) ||
-      _mm512_cmpgt_epi8_mask(most_signed, _mm512_set1_epi8(char(F.top))) ||
-      _mm512_cmpgt_epu8_mask(most_unsigned, _mm512_set1_epi8(char(0x80 | F.top)))) {
-    return false;
-  }
-  std::fill(dst + n * padded, dst + used * padded, uint16_t(0));
-  return true;
-}
 
-// The n FP8 rows of s (whole blocks of 32 along the row) as bf16 times their block scales into
-// rows [0, n) of dst (`padded` elements a row, [0, width) written), rows [n, used) zero, fetching
-// one row of the next tile every two. False where a scale lies outside the safe range or a code
-// is NaN or Inf (dst then partly written).
-[[gnu::always_inline]] inline bool fp8_rows_to_bf16(const RowFormat& f, const RowStream& s,
-                                                    int64_t n, int64_t used, uint16_t* dst,
-                                                    int64_t padded, Fetcher& fetch) {
-  return f.elem == RowElem::e4m3
-             ? fp8_rows_to_bf16_as<kE4m3Shifts>(f, s, n, used, dst, padded, fetch)
-             : fp8_rows_to_bf16_as<kE5m2Shifts>(f, s, n, used, dst, padded, fetch);
-}
+  // 32 normal codes as bf16 plus the exponent offset.
+  [[gnu::always_inline]] __m512i shifted(const uint8_t* codes, __m512i offset) const {
+    const __m512i x = _mm512_sllv_epi16(
+        _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes))), shift_);
+    return _mm512_add_epi16(_mm512_and_si512(x, keep_), offset);
+  }
+
+  const RowFormat& f_;
+  const RowStream& s_;
+  uint16_t* dst_;
+  int64_t padded_;
+  const uint32_t* offsets_;
+  __m512i shift_, keep_, exponent_;
+  uint8_t top_;
+  __m512i most_ = _mm512_setzero_si512(), flags_ = _mm512_setzero_si512();
+  __m512i most_signed_ = _mm512_set1_epi8(char(0x80)), most_unsigned_ = _mm512_setzero_si512();
+};
 
 // Where a tile operand of 16 rows reads from: the first row and the bytes between rows.
 struct TileRows {
@@ -284,18 +307,10 @@ bool attend_rows_bf16(const RowTileStep& s) {
   const bool fp8_keys = kf.elem != RowElem::bf16, fp8_values = vf.elem != RowElem::bf16;
   const int64_t key_bytes = row_bytes_of(kf), value_bytes = row_bytes_of(vf);
   Fetcher fetch_keys(s.keys, key_bytes), fetch_values(s.values, value_bytes);
-  // FP8 rows to bf16 first, checked before any state changes.
-  if (fp8_keys &&
-      !fp8_rows_to_bf16(kf, s.keys, count, used, s.key_rows, s.dim_qk_padded, fetch_keys)) {
-    return false;
-  }
-  if (fp8_values &&
-      !fp8_rows_to_bf16(vf, s.values, count, used, s.value_rows, s.dim_v_padded, fetch_values)) {
-    return false;
-  }
-#ifdef MXATTN_DECODE_ONLY
-  if (fp8_keys) return true;
-#endif
+  // FP8 rows to bf16 16 keys at a time in the first pass of the scores below, while the tile
+  // unit multiplies the K rows of the 16 keys before; checked before any state changes.
+  Fp8Scratch key_decoder(kf, s.keys, s.key_rows, s.dim_qk_padded);
+  Fp8Scratch value_decoder(vf, s.values, s.value_rows, s.dim_v_padded);
   const int64_t rb = s.row_block;
   const int64_t q_columns = rb * s.q_parts;
   const int64_t product_rows = 2 * rb * s.weight_parts;
@@ -308,6 +323,7 @@ bool attend_rows_bf16(const RowTileStep& s) {
   const __m512 factor = _mm512_set1_ps(s.score_factor);
   for (int64_t r0 = 0; r0 < s.rows; r0 += rb) {
     const uint32_t* q = s.q_tiles + (r0 / rb) * chunks * q_block;
+    if (fp8_keys && r0 == 0) key_decoder.decode(0, std::min<int64_t>(16, used), fetch_keys);
     for (int64_t k0 = 0; k0 < used; k0 += 16) {
       const TileRows k = tile_rows(kf, s.keys, k0, s.dim_qk_padded, s.key_rows, fp8_keys);
       Tiles::template zero<0>();
@@ -317,6 +333,10 @@ bool attend_rows_bf16(const RowTileStep& s) {
         Tiles::template dot_of<0, 6, 7>();
         fetch_keys.rows(1);
       }
+      // The next 16 K rows and these 16 V rows while the tile unit multiplies (the tile loads of
+      // rows just stored would wait for the stores).
+      if (fp8_keys && r0 == 0 && k0 + 16 < used) key_decoder.decode(k0 + 16, k0 + 32, fetch_keys);
+      if (fp8_values && r0 == 0) value_decoder.decode(k0, k0 + 16, fetch_values);
       if (q_columns == 4) {
         Tiles::template store<0>(s.score_tiles + k0 * 4, 16);
       } else {
@@ -372,6 +392,7 @@ bool attend_rows_bf16(const RowTileStep& s) {
     }
   }
   fetch_keys.rest();
+  if ((fp8_keys && !key_decoder.safe()) || (fp8_values && !value_decoder.safe())) return false;
   softmax_by_rows(s.scores, s.ld, s.rows, count, s.first, s.last, s.row_max, s.row_sum, s.rescale);
 
   // out = rescale * out + P V, a block of rows and 4 blocks of 32 columns at a time.
