@@ -46,18 +46,24 @@ TileConfig row_tile_config(int64_t q_columns, int64_t product_rows) {
 // exponent field of the decoded value is then exact.
 constexpr int kMinSafeScale = 17, kMaxSafeScale = 239;
 
-// The bf16 exponent offset of each scale byte e, (e - 127) << 7, in both words of a 32-bit
-// entry: a broadcast of 32 bits from memory is a load alone, one of 16 bits (or from a general
-// register) also takes the shuffle port, which the decode's permutes keep busy.
+// Per scale byte e, the bf16 exponent offset (e - bias) << 7 in both words of a 32-bit entry (a
+// broadcast of 32 bits from memory is a load alone; one of 16 bits, or from a general register,
+// also takes the shuffle port, which the decode keeps busy), with bit 0 of each word set where e
+// lies outside the safe range: the decode of such a tile is thrown away (the kernel declines it),
+// and the flag tells it. Bias 127 for values decoded exactly (the byte tables), the format's own
+// for the shift decode (Fp8Shifts).
 struct ExponentOffsets {
   alignas(64) uint32_t at[256];
 };
-constexpr ExponentOffsets exponent_offsets() {
+constexpr ExponentOffsets exponent_offsets(int bias) {
   ExponentOffsets o{};
-  for (int e = 0; e < 256; ++e) o.at[e] = uint32_t(uint16_t((e - 127) * 128)) * 0x10001u;
+  for (int e = 0; e < 256; ++e) {
+    const int unsafe = e < kMinSafeScale || e > kMaxSafeScale;
+    o.at[e] = uint32_t(uint16_t((e - bias) * 128 + unsafe)) * 0x10001u;
+  }
   return o;
 }
-constexpr ExponentOffsets kExponentOffsets = exponent_offsets();
+constexpr ExponentOffsets kExponentOffsets = exponent_offsets(127);
 
 // Bytes a row of format f spans (what prefetch_next fetches), from its reader.
 int64_t row_bytes_of(const RowFormat& f) {
@@ -100,22 +106,8 @@ struct Fp8Shifts {
 constexpr Fp8Shifts kE4m3Shifts{4, 0x87f0, 0x78, 0x7e, 7};
 constexpr Fp8Shifts kE5m2Shifts{5, 0x8fe0, 0x7c, 0x7b, 15};
 
-// Per scale byte e, the exponent offset (e - bias) << 7 of a format's shift decode in both words,
-// with bit 0 of each word set where e lies outside the safe range (the decode of such a tile is
-// thrown away: the kernel declines it).
-struct ShiftOffsets {
-  alignas(64) uint32_t at[256];
-};
-constexpr ShiftOffsets shift_offsets(int bias) {
-  ShiftOffsets o{};
-  for (int e = 0; e < 256; ++e) {
-    const int unsafe = e < kMinSafeScale || e > kMaxSafeScale;
-    o.at[e] = uint32_t(uint16_t((e - bias) * 128 + unsafe)) * 0x10001u;
-  }
-  return o;
-}
-constexpr ShiftOffsets kE4m3Offsets = shift_offsets(kE4m3Shifts.bias);
-constexpr ShiftOffsets kE5m2Offsets = shift_offsets(kE5m2Shifts.bias);
+constexpr ExponentOffsets kE4m3Offsets = exponent_offsets(kE4m3Shifts.bias);
+constexpr ExponentOffsets kE5m2Offsets = exponent_offsets(kE5m2Shifts.bias);
 
 // 64 FP8 codes c (32 where !two) with a zero or subnormal among them as bf16 times the scales of
 // bytes e0 and e1 into out, by the byte tables; returns `most` (Fp8Decoder::placed_to_bf16) with
