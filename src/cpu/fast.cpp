@@ -21,6 +21,7 @@
 #include "core/combine.h"
 #include "core/float16.h"
 #include "core/plan.h"
+#include "cpu/aligned.h"
 #include "cpu/engines.h"
 #include "cpu/fast.h"
 #include "cpu/fast_rows.h"
@@ -65,19 +66,6 @@ int64_t round_up(int64_t x, int64_t m) {
   return core::ceil_div(x, m) * m;
 }
 
-// Scratch aligned to a cache line.
-template <class T>
-struct AlignedDelete {
-  void operator()(T* p) const { ::operator delete[](p, std::align_val_t(64)); }
-};
-template <class T>
-using Aligned = std::unique_ptr<T[], AlignedDelete<T>>;
-template <class T>
-Aligned<T> zeroed(int64_t n) {
-  T* p = static_cast<T*>(::operator new[](size_t(n) * sizeof(T), std::align_val_t(64)));
-  std::fill(p, p + n, T(0));
-  return Aligned<T>(p);
-}
 using Floats = Aligned<float>;
 Floats zeroed_floats(int64_t n) {
   return zeroed<float>(n);

@@ -8,13 +8,12 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
-#include <cstdlib>
 #include <cstring>
 #include <functional>
-#include <memory>
 #include <vector>
 
 #include "core/float16.h"
+#include "cpu/aligned.h"
 #include "cpu/fast.h"
 #include "cpu/fast_rows.h"
 #include "cpu/runners.h"
@@ -251,16 +250,6 @@ TEST_P(DirectRowDecoding, EveryFp8CodeAndScaleAsBf16DotProducts) {
   }
 }
 
-// 64-byte aligned, zeroed scratch of n elements.
-template <class T>
-std::unique_ptr<T[], decltype(&std::free)> aligned_zeros(int64_t n) {
-  const size_t bytes = (size_t(n) * sizeof(T) + 63) / 64 * 64;
-  std::unique_ptr<T[], decltype(&std::free)> p(static_cast<T*>(std::aligned_alloc(64, bytes)),
-                                               &std::free);
-  std::memset(p.get(), 0, bytes);
-  return p;
-}
-
 // One key tile through the AMX set's few-row tile kernel (attend_rows_bf16, RowTileStep): `count`
 // K and V rows of an FP8 format, `width` elements a row (whole blocks of 32), for 4 query rows,
 // with the kernel's state and scratch. run() sets the state to fixed values first; unchanged()
@@ -273,14 +262,14 @@ class RowTile {
       : count_(count),
         padded_keys_((count + 15) / 16 * 16),
         width_(width),
-        q_tiles_(aligned_zeros<uint32_t>(width / 2 * kRows)),
-        key_rows_(aligned_zeros<uint16_t>(padded_keys_ * width)),
-        value_rows_(aligned_zeros<uint16_t>(padded_keys_ * width)),
-        scores_(aligned_zeros<float>(kRows * padded_keys_)),
-        score_tiles_(aligned_zeros<float>(padded_keys_ * 16)),
-        products_(aligned_zeros<float>(4 * 256)),
-        weight_tiles_(aligned_zeros<uint32_t>(padded_keys_ * 16)),
-        out_(aligned_zeros<float>(kRows * width)) {
+        q_tiles_(cpu::zeroed<uint32_t>(width / 2 * kRows)),
+        key_rows_(cpu::zeroed<uint16_t>(padded_keys_ * width)),
+        value_rows_(cpu::zeroed<uint16_t>(padded_keys_ * width)),
+        scores_(cpu::zeroed<float>(kRows * padded_keys_)),
+        score_tiles_(cpu::zeroed<float>(padded_keys_ * 16)),
+        products_(cpu::zeroed<float>(4 * 256)),
+        weight_tiles_(cpu::zeroed<uint32_t>(padded_keys_ * 16)),
+        out_(cpu::zeroed<float>(kRows * width)) {
     // Q: 1 in the odd elements of each row (bf16 pairs), 0 in the even ones.
     for (int64_t i = 0; i < width / 2 * kRows; ++i) q_tiles_[size_t(i)] = 0x3f800000u;
   }
@@ -329,11 +318,11 @@ class RowTile {
 
  private:
   int64_t count_, padded_keys_, width_;
-  std::unique_ptr<uint32_t[], decltype(&std::free)> q_tiles_;
-  std::unique_ptr<uint16_t[], decltype(&std::free)> key_rows_, value_rows_;
-  std::unique_ptr<float[], decltype(&std::free)> scores_, score_tiles_, products_;
-  std::unique_ptr<uint32_t[], decltype(&std::free)> weight_tiles_;
-  std::unique_ptr<float[], decltype(&std::free)> out_;
+  cpu::Aligned<uint32_t> q_tiles_;
+  cpu::Aligned<uint16_t> key_rows_, value_rows_;
+  cpu::Aligned<float> scores_, score_tiles_, products_;
+  cpu::Aligned<uint32_t> weight_tiles_;
+  cpu::Aligned<float> out_;
   float row_max_[kRows], row_sum_[kRows], rescale_[kRows];
 };
 
