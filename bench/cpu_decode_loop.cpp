@@ -27,8 +27,10 @@
 #include <string>
 #include <vector>
 
+#include "cpu/aligned.h"
 #include "cpu/fast.h"
 #include "cpu/fast_rows.h"
+#include "cpu/row_tile_scratch.h"
 #include "mx/formats.h"
 #include "mxattn/dtype.h"
 
@@ -43,28 +45,16 @@ double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-template <class T>
-T* page_aligned(int64_t count) {
-  const int64_t bytes = (count * int64_t(sizeof(T)) + 4095) / 4096 * 4096;
-  auto* p = static_cast<T*>(std::aligned_alloc(4096, size_t(bytes)));
-  if (p == nullptr) {
-    std::fprintf(stderr, "out of memory (%lld bytes)\n", static_cast<long long>(bytes));
-    std::exit(1);
-  }
-  std::memset(p, 0, size_t(bytes));
-  return p;
-}
-
 // K and V rows of `keys` keys x kHeads heads, `row_bytes` a row.
+// Page-aligned, as a cache's allocation would be.
 struct Cache {
-  uint8_t* k = nullptr;
-  uint8_t* v = nullptr;
+  cpu::Aligned<uint8_t, 4096> k, v;
   int64_t keys = 0, row_bytes = 0;
 };
 
 Cache make_cache(int64_t keys, int64_t row_bytes) {
-  Cache c{page_aligned<uint8_t>(keys * kHeads * row_bytes),
-          page_aligned<uint8_t>(keys * kHeads * row_bytes), keys, row_bytes};
+  Cache c{cpu::zeroed<uint8_t, 4096>(keys * kHeads * row_bytes),
+          cpu::zeroed<uint8_t, 4096>(keys * kHeads * row_bytes), keys, row_bytes};
   // E4M3 codes of N(0, 1) values at the scale 2^-7 that OCP scaling gives blocks of them (the
   // cache's one scale byte, 120): real data's magnitudes, with its few zeros and subnormals.
   std::vector<uint8_t> pool(size_t(1) << 16);
@@ -72,7 +62,7 @@ Cache make_cache(int64_t keys, int64_t row_bytes) {
   std::normal_distribution<float> normal(0.0f, 1.0f);
   for (uint8_t& code : pool) code = mxattn::mx::encode(DType::e4m3, normal(rng) * 128.0f);
   uint64_t s = 0x9e3779b97f4a7c15ull;
-  for (uint8_t* p : {c.k, c.v}) {
+  for (uint8_t* p : {c.k.get(), c.v.get()}) {
     for (int64_t i = 0; i < keys * kHeads * row_bytes; ++i) {
       s = s * 6364136223846793005ull + 1442695040888963407ull;
       const auto r = uint32_t(s >> 33);
@@ -103,15 +93,11 @@ class Loop {
         kernels_(cpu::fast_kernels(cpu::SimdIsa::avx512_amx)),
         tables_(o.kv),
         format_(tables_.format(kDim, 1, 32, 1)),
-        q_(page_aligned<float>(kRows * kDim)),
-        q_tiles_(page_aligned<uint32_t>(kRows * kDim / 2)),
-        scores_(page_aligned<float>(kRows * kTile)),
-        out_(page_aligned<float>(kHeads * kRows * kDim)),
-        key_scratch_(page_aligned<uint16_t>(kTile * kDim)),
-        value_scratch_(page_aligned<uint16_t>(kTile * kDim)),
-        score_tiles_(page_aligned<float>(kTile * 16)),
-        weight_tiles_(page_aligned<uint32_t>(kTile * 16)),
-        products_(page_aligned<float>(4 * 16 * 16)),
+        q_(cpu::zeroed<float>(kRows * kDim)),
+        q_tiles_(cpu::zeroed<uint32_t>(kRows * kDim / 2)),
+        scores_(cpu::zeroed<float>(kRows * kTile)),
+        out_(cpu::zeroed<float>(kHeads * kRows * kDim)),
+        tile_scratch_(kTile, kRows, kDim, kDim),
         keys_(size_t(kTile * kHeads)),
         values_(keys_.size()),
         next_keys_(keys_.size()),
@@ -149,11 +135,11 @@ class Loop {
         } else if (o_.tiles) {
           tile_step(ks, vs, h);
         } else {
-          kernels_.scores_from_rows(format_, ks, q_, kDim, kRows, scores_, kTile);
-          kernels_.softmax_by_rows(scores_, kTile, kRows, kTile, nullptr, nullptr, row_max_[h],
-                                   row_sum_[h], rescale_[h]);
-          kernels_.accumulate_from_rows(format_, vs, scores_, kTile, rescale_[h], kRows,
-                                        out_ + h * kRows * kDim, kDim);
+          kernels_.scores_from_rows(format_, ks, q_.get(), kDim, kRows, scores_.get(), kTile);
+          kernels_.softmax_by_rows(scores_.get(), kTile, kRows, kTile, nullptr, nullptr,
+                                   row_max_[h], row_sum_[h], rescale_[h]);
+          kernels_.accumulate_from_rows(format_, vs, scores_.get(), kTile, rescale_[h], kRows,
+                                        out_.get() + h * kRows * kDim, kDim);
         }
       }
       std::swap(keys_, next_keys_);
@@ -174,8 +160,8 @@ class Loop {
     for (int64_t j = 0; j < kTile; ++j) {
       for (int64_t h = 0; h < kHeads; ++h) {
         const int64_t at = ((k0 + j) * kHeads + h) * c.row_bytes;
-        keys[size_t(j * kHeads + h)] = {c.k + at, scales_};
-        values[size_t(j * kHeads + h)] = {c.v + at, scales_};
+        keys[size_t(j * kHeads + h)] = {c.k.get() + at, scales_};
+        values[size_t(j * kHeads + h)] = {c.v.get() + at, scales_};
       }
     }
   }
@@ -199,7 +185,7 @@ class Loop {
     st.value_format = &format_;
     st.keys = ks;
     st.values = vs;
-    st.q_tiles = q_tiles_;
+    st.q_tiles = q_tiles_.get();
     st.rows = kRows;
     st.row_block = kRows;
     st.dim_qk_padded = st.dim_v_padded = kDim;
@@ -207,16 +193,9 @@ class Loop {
     st.row_max = row_max_[h];
     st.row_sum = row_sum_[h];
     st.rescale = rescale_[h];
-    st.out = out_ + h * kRows * kDim;
+    st.out = out_.get() + h * kRows * kDim;
     st.out_stride = kDim;
-    st.keys_padded = kTile;
-    st.key_rows = key_scratch_;
-    st.value_rows = value_scratch_;
-    st.scores = scores_;
-    st.ld = kTile;
-    st.score_tiles = score_tiles_;
-    st.weight_tiles = weight_tiles_;
-    st.products = products_;
+    tile_scratch_.attach(st);
     if (!kernels_.attend_rows_bf16(st)) {
       std::fprintf(stderr, "the tile kernel declined a tile\n");
       std::exit(1);
@@ -228,15 +207,10 @@ class Loop {
   cpu::RowTables tables_;
   cpu::RowFormat format_;
   uint8_t scales_[64];
-  float* q_;
-  uint32_t* q_tiles_;
-  float* scores_;
-  float* out_;
-  uint16_t* key_scratch_;
-  uint16_t* value_scratch_;
-  float* score_tiles_;
-  uint32_t* weight_tiles_;
-  float* products_;
+  cpu::Aligned<float> q_;
+  cpu::Aligned<uint32_t> q_tiles_;
+  cpu::Aligned<float> scores_, out_;
+  cpu::RowTileScratch tile_scratch_;
   std::vector<cpu::RowSource> keys_, values_, next_keys_, next_values_;
   float row_max_[kHeads][kRows], row_sum_[kHeads][kRows], rescale_[kHeads][kRows];
 };

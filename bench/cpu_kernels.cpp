@@ -12,13 +12,14 @@
 
 #include <cstdint>
 #include <cstdlib>
-#include <new>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "cpu/aligned.h"
 #include "cpu/fast.h"
 #include "cpu/fast_rows.h"
+#include "cpu/row_tile_scratch.h"
 #include "mxattn/dtype.h"
 #include "mxattn/mx.h"
 #include "mxattn/tensor.h"
@@ -31,17 +32,6 @@ namespace cpu = mxattn::cpu;
 constexpr int64_t kRows = 4, kDim = 128, kKeys = 64;
 // Rows of the score and weight tile, and the bf16 query rows' stride (a multiple of 128).
 constexpr int64_t kLd = kKeys, kQStride = kDim;
-
-// 64-byte aligned scratch, as the kernels require of the query rows.
-template <class T>
-struct Aligned {
-  explicit Aligned(int64_t n)
-      : data(static_cast<T*>(::operator new[](size_t(n) * sizeof(T), std::align_val_t(64)))) {}
-  ~Aligned() { ::operator delete[](data, std::align_val_t(64)); }
-  Aligned(const Aligned&) = delete;
-  Aligned& operator=(const Aligned&) = delete;
-  T* data;
-};
 
 uint32_t next_random(uint64_t& s) {
   s = s * 6364136223846793005ull + 1442695040888963407ull;
@@ -80,21 +70,17 @@ class DecodeTile {
       : kernels_(cpu::fast_kernels(isa)),
         tables_(kv),
         format_(tables_.format(kDim, 1, 32, 1)),
-        keys_(rows_bytes(kv) * heads),
-        values_(rows_bytes(kv) * heads),
-        scales_(2 * kKeys * heads * kDim / 32),
-        q_(kRows * kQStride),
-        q_f32_(kRows * kQStride),
-        scores_(kRows * kLd),
-        out_(kRows * kDim),
-        q_tiles_(kRows * kDim / 2),
-        key_scratch_(kKeys * kDim),
-        value_scratch_(kKeys * kDim),
-        score_tiles_(kKeys * 16),
-        weight_tiles_(kKeys * 16),
-        products_(4 * 16 * 16) {
+        keys_(cpu::zeroed<uint8_t>(rows_bytes(kv) * heads)),
+        values_(cpu::zeroed<uint8_t>(rows_bytes(kv) * heads)),
+        scales_(cpu::zeroed<uint8_t>(2 * kKeys * heads * kDim / 32)),
+        q_(cpu::zeroed<uint16_t>(kRows * kQStride)),
+        q_f32_(cpu::zeroed<float>(kRows * kQStride)),
+        scores_(cpu::zeroed<float>(kRows * kLd)),
+        out_(cpu::zeroed<float>(kRows * kDim)),
+        q_tiles_(cpu::zeroed<uint32_t>(kRows * kDim / 2)),
+        tile_scratch_(kKeys, kRows, kDim, kDim) {
     uint64_t s = 0x9e3779b97f4a7c15ull;
-    for (uint8_t* rows : {keys_.data, values_.data}) {
+    for (uint8_t* rows : {keys_.get(), values_.get()}) {
       if (kv == DType::bf16) {
         auto* words = reinterpret_cast<uint16_t*>(rows);
         for (int64_t i = 0; i < kKeys * kDim * heads; ++i) words[i] = random_bf16(s);
@@ -103,35 +89,35 @@ class DecodeTile {
         // codes' magnitudes and their few zeros and subnormals are those of real data.
         const int64_t blocks = kKeys * heads * kDim / 32;
         if (!quantized_normals(kv, kKeys * heads, rows,
-                               scales_.data + (rows == keys_.data ? 0 : blocks))) {
+                               scales_.get() + (rows == keys_.get() ? 0 : blocks))) {
           std::abort();
         }
       }
     }
     for (int64_t i = 0; i < kRows * kQStride; ++i) {
-      q_.data[i] = random_bf16(s);
+      q_[i] = random_bf16(s);
       // The f32 queries of scores_from_rows (any order: the values are random), times the score
       // scale in log2 units.
-      q_f32_.data[i] = float(int32_t(next_random(s) % 2001u) - 1000) * 1e-3f * 0.125f;
+      q_f32_[i] = float(int32_t(next_random(s) % 2001u) - 1000) * 1e-3f * 0.125f;
     }
     const int64_t row_bytes = rows_bytes(kv) / kKeys;
     for (int64_t k = 0; k < kKeys; ++k) {
       key_rows_.push_back(
-          {keys_.data + k * heads * row_bytes, scales_.data + k * heads * kDim / 32});
+          {keys_.get() + k * heads * row_bytes, scales_.get() + k * heads * kDim / 32});
       value_rows_.push_back(
-          {values_.data + k * heads * row_bytes, scales_.data + (kKeys + k) * heads * kDim / 32});
+          {values_.get() + k * heads * row_bytes, scales_.get() + (kKeys + k) * heads * kDim / 32});
     }
     for (int64_t r = 0; r < kRows; ++r) {
       row_max_[r] = -1e30f;
       row_sum_[r] = 0.0f;
       rescale_[r] = 1.0f;
     }
-    for (int64_t i = 0; i < kRows * kDim; ++i) out_.data[i] = 0.0f;
+    for (int64_t i = 0; i < kRows * kDim; ++i) out_[i] = 0.0f;
     // Q^T tiles of the AMX few-row kernel (RowTileStep): element pairs by query row, one part.
     for (int64_t r = 0; r < kRows; ++r) {
       for (int64_t d = 0; d < kDim; d += 2) {
-        q_tiles_.data[(d / 2) * kRows + r] =
-            uint32_t(q_.data[r * kQStride + d]) | uint32_t(q_.data[r * kQStride + d + 1]) << 16;
+        q_tiles_[(d / 2) * kRows + r] =
+            uint32_t(q_[r * kQStride + d]) | uint32_t(q_[r * kQStride + d + 1]) << 16;
       }
     }
   }
@@ -145,7 +131,7 @@ class DecodeTile {
     step.value_format = &format_;
     step.keys = {key_rows_.data(), kKeys, 1, nullptr, 0};
     step.values = {value_rows_.data(), kKeys, 1, nullptr, 0};
-    step.q_tiles = q_tiles_.data;
+    step.q_tiles = q_tiles_.get();
     step.rows = kRows;
     step.row_block = kRows;
     step.dim_qk_padded = step.dim_v_padded = kDim;
@@ -153,16 +139,9 @@ class DecodeTile {
     step.row_max = row_max_;
     step.row_sum = row_sum_;
     step.rescale = rescale_;
-    step.out = out_.data;
+    step.out = out_.get();
     step.out_stride = kDim;
-    step.keys_padded = kKeys;
-    step.key_rows = key_scratch_.data;
-    step.value_rows = value_scratch_.data;
-    step.scores = scores_.data;
-    step.ld = kLd;
-    step.score_tiles = score_tiles_.data;
-    step.weight_tiles = weight_tiles_.data;
-    step.products = products_.data;
+    tile_scratch_.attach(step);
     if (!kernels_.attend_rows_bf16(step)) std::abort();
   }
   void release() {
@@ -178,35 +157,32 @@ class DecodeTile {
   void scores() {
     const cpu::RowStream keys{key_rows_.data(), kKeys, 1, nullptr, 0};
     if (kernels_.scores_bf16_from_rows) {
-      kernels_.scores_bf16_from_rows(format_, keys, q_.data, kQStride, kRows, 0.125f, scores_.data,
-                                     kLd);
+      kernels_.scores_bf16_from_rows(format_, keys, q_.get(), kQStride, kRows, 0.125f,
+                                     scores_.get(), kLd);
     } else {
-      kernels_.scores_from_rows(format_, keys, q_f32_.data, kQStride, kRows, scores_.data, kLd);
+      kernels_.scores_from_rows(format_, keys, q_f32_.get(), kQStride, kRows, scores_.get(), kLd);
     }
   }
   void softmax() {
-    kernels_.softmax_by_rows(scores_.data, kLd, kRows, kKeys, nullptr, nullptr, row_max_, row_sum_,
+    kernels_.softmax_by_rows(scores_.get(), kLd, kRows, kKeys, nullptr, nullptr, row_max_, row_sum_,
                              rescale_);
   }
   void values() {
     const cpu::RowStream values{value_rows_.data(), kKeys, 1, nullptr, 0};
-    kernels_.accumulate_from_rows(format_, values, scores_.data, kLd, rescale_, kRows, out_.data,
+    kernels_.accumulate_from_rows(format_, values, scores_.get(), kLd, rescale_, kRows, out_.get(),
                                   kDim);
   }
-  const float* out() const { return out_.data; }
+  const float* out() const { return out_.get(); }
 
  private:
   const cpu::FastKernels& kernels_;
   cpu::RowTables tables_;
   cpu::RowFormat format_;
-  Aligned<uint8_t> keys_, values_, scales_;
-  Aligned<uint16_t> q_;
-  Aligned<float> q_f32_, scores_, out_;
-  Aligned<uint32_t> q_tiles_;
-  Aligned<uint16_t> key_scratch_, value_scratch_;
-  Aligned<float> score_tiles_;
-  Aligned<uint32_t> weight_tiles_;
-  Aligned<float> products_;
+  cpu::Aligned<uint8_t> keys_, values_, scales_;
+  cpu::Aligned<uint16_t> q_;
+  cpu::Aligned<float> q_f32_, scores_, out_;
+  cpu::Aligned<uint32_t> q_tiles_;
+  cpu::RowTileScratch tile_scratch_;
   std::vector<cpu::RowSource> key_rows_, value_rows_;
   float row_max_[kRows], row_sum_[kRows], rescale_[kRows];
 };

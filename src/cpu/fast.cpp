@@ -26,6 +26,7 @@
 #include "cpu/fast.h"
 #include "cpu/fast_rows.h"
 #include "cpu/partials.h"
+#include "cpu/row_tile_scratch.h"
 #include "cpu/rows.h"
 
 namespace mxattn::cpu {
@@ -456,14 +457,8 @@ class Scratch {
             s.bf16_queries ? s.q_parts * s.heads * s.rows_padded * s.dim_qk_padded : 0)),
         block_scores(zeroed_floats(s.bf16_tiles ? kAmxBlockRows * s.keys_padded() : 0)) {
     if (s.row_tile_q_words > 0) {
-      const int64_t key_count = round_up(s.tile_n, kTileRows);
       q_tiles_ = zeroed<uint32_t>(s.heads * s.row_tile_q_words);
-      key_rows = zeroed<uint16_t>(key_count * s.dim_qk_padded);
-      value_rows = zeroed<uint16_t>(key_count * s.dim_v_padded);
-      score_tiles = zeroed_floats(key_count * kTileRows);
-      row_scores = zeroed_floats(s.rows_padded * key_count);
-      weight_tiles = zeroed<uint32_t>(key_count * kTileRows);
-      products = zeroed_floats(4 * kTileRows * kTileRows);
+      row_tile = RowTileScratch(s.tile_n, s.rows_padded, s.dim_qk_padded, s.dim_v_padded);
       q_parts_row.resize(size_t(kMaxBf16Parts * s.dim_qk_padded));
     }
     if (!s.bf16_tiles) return;
@@ -533,9 +528,7 @@ class Scratch {
   Aligned<uint32_t> packed_keys[kMaxBf16Parts], packed_values[kMaxBf16Parts];
   Aligned<uint16_t> weights[kMaxBf16Parts];
   // The AMX few-row kernel's scratch (RowTileStep).
-  Aligned<uint16_t> key_rows, value_rows;
-  Floats score_tiles, row_scores, products;
-  Aligned<uint32_t> weight_tiles;
+  RowTileScratch row_tile;
 };
 
 // Subnormal f32 results flushed to zero and subnormal inputs read as zero (x86 MXCSR FTZ and DAZ)
@@ -936,14 +929,7 @@ class FastEngine {
     step.rescale = h.rescale;
     step.out = h.out;
     step.out_stride = dim_v_padded_;
-    step.keys_padded = round_up(split_.tile_n, kTileRows);
-    step.key_rows = sc.key_rows.get();
-    step.value_rows = sc.value_rows.get();
-    step.scores = sc.row_scores.get();
-    step.ld = step.keys_padded;
-    step.score_tiles = sc.score_tiles.get();
-    step.weight_tiles = sc.weight_tiles.get();
-    step.products = sc.products.get();
+    sc.row_tile.attach(step);
     return kernels_.attend_rows_bf16(step);
   }
 

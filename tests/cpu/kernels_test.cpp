@@ -16,6 +16,7 @@
 #include "cpu/aligned.h"
 #include "cpu/fast.h"
 #include "cpu/fast_rows.h"
+#include "cpu/row_tile_scratch.h"
 #include "cpu/runners.h"
 #include "mx/formats.h"
 
@@ -260,15 +261,9 @@ class RowTile {
   static constexpr int64_t kRows = 4;
   RowTile(int64_t count, int64_t width)
       : count_(count),
-        padded_keys_((count + 15) / 16 * 16),
         width_(width),
+        scratch_(count, kRows, width, width),
         q_tiles_(cpu::zeroed<uint32_t>(width / 2 * kRows)),
-        key_rows_(cpu::zeroed<uint16_t>(padded_keys_ * width)),
-        value_rows_(cpu::zeroed<uint16_t>(padded_keys_ * width)),
-        scores_(cpu::zeroed<float>(kRows * padded_keys_)),
-        score_tiles_(cpu::zeroed<float>(padded_keys_ * 16)),
-        products_(cpu::zeroed<float>(4 * 256)),
-        weight_tiles_(cpu::zeroed<uint32_t>(padded_keys_ * 16)),
         out_(cpu::zeroed<float>(kRows * width)) {
     // Q: 1 in the odd elements of each row (bf16 pairs), 0 in the even ones.
     for (int64_t i = 0; i < width / 2 * kRows; ++i) q_tiles_[size_t(i)] = 0x3f800000u;
@@ -293,13 +288,7 @@ class RowTile {
     step.rescale = rescale_;
     step.out = out_.get();
     step.out_stride = width_;
-    step.keys_padded = step.ld = padded_keys_;
-    step.key_rows = key_rows_.get();
-    step.value_rows = value_rows_.get();
-    step.scores = scores_.get();
-    step.score_tiles = score_tiles_.get();
-    step.weight_tiles = weight_tiles_.get();
-    step.products = products_.get();
+    scratch_.attach(step);
     const bool taken = kernels.attend_rows_bf16(step);
     kernels.release_tiles();
     return taken;
@@ -312,16 +301,14 @@ class RowTile {
            std::all_of(row_sum_, row_sum_ + kRows, [](float x) { return x == 2.0f; }) &&
            std::all_of(rescale_, rescale_ + kRows, [](float x) { return x == 7.0f; });
   }
-  int64_t padded_keys() const { return padded_keys_; }
-  const uint16_t* key_rows() const { return key_rows_.get(); }
-  const uint16_t* value_rows() const { return value_rows_.get(); }
+  int64_t padded_keys() const { return scratch_.keys_padded(); }
+  const uint16_t* key_rows() const { return scratch_.key_rows(); }
+  const uint16_t* value_rows() const { return scratch_.value_rows(); }
 
  private:
-  int64_t count_, padded_keys_, width_;
+  int64_t count_, width_;
+  cpu::RowTileScratch scratch_;
   cpu::Aligned<uint32_t> q_tiles_;
-  cpu::Aligned<uint16_t> key_rows_, value_rows_;
-  cpu::Aligned<float> scores_, score_tiles_, products_;
-  cpu::Aligned<uint32_t> weight_tiles_;
   cpu::Aligned<float> out_;
   float row_max_[kRows], row_sum_[kRows], rescale_[kRows];
 };
