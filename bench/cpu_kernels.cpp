@@ -8,6 +8,9 @@
 // the decode benchmark's cache, in L2 once L1's few sets for that stride are full). Counters: ns
 // per key (per key and head: one call covers the group's 4 rows). A table on stdout; JSON with
 //   mxattn_bench_cpu_kernels --benchmark_out=kernels.json --benchmark_out_format=json
+// On a machine whose speed moves between runs (the development VM's moves by 2-3x within minutes),
+// compare kernels within one process with their repetitions interleaved, and take the lowest:
+//   mxattn_bench_cpu_kernels --benchmark_repetitions=10 --benchmark_enable_random_interleaving=true
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
