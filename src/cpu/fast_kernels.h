@@ -165,7 +165,8 @@ struct RowTileStep {
   // Scratch for keys_padded keys (a multiple of 16, at least keys.count): bf16 K rows
   // [keys_padded][dim_qk_padded] and V rows [keys_padded][dim_v_padded], scores [rows][ld]
   // (ld >= keys_padded), the score tiles [keys_padded][16] f32, the weight tiles
-  // [keys_padded / 16][16][16] and the products of 4 column blocks [4][16][16] f32.
+  // [keys_padded / 16][16][16], the products of 4 column blocks [4][16][16] f32, and the softmax
+  // state (row_max, row_sum, rescale: 3 x rows f32) while FP8 V rows are still being decoded.
   int64_t keys_padded = 0;
   uint16_t* key_rows = nullptr;
   uint16_t* value_rows = nullptr;
@@ -174,6 +175,7 @@ struct RowTileStep {
   float* score_tiles = nullptr;
   uint32_t* weight_tiles = nullptr;
   float* products = nullptr;
+  float* row_state = nullptr;
 };
 
 // The tile computation. Scores are in log2 units (Q is packed pre-multiplied by scale * log2(e)).

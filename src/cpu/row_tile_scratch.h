@@ -21,7 +21,8 @@ class RowTileScratch {
         scores_(zeroed<float>(rows * keys_padded_)),
         score_tiles_(zeroed<float>(keys_padded_ * kGroup)),
         weight_tiles_(zeroed<uint32_t>(keys_padded_ * kGroup)),
-        products_(zeroed<float>(4 * kGroup * kGroup)) {}
+        products_(zeroed<float>(4 * kGroup * kGroup)),
+        row_state_(zeroed<float>(3 * rows)) {}
 
   // Points the step's scratch fields (keys_padded through products) here.
   void attach(RowTileStep& step) const {
@@ -33,6 +34,7 @@ class RowTileScratch {
     step.score_tiles = score_tiles_.get();
     step.weight_tiles = weight_tiles_.get();
     step.products = products_.get();
+    step.row_state = row_state_.get();
   }
 
   int64_t keys_padded() const { return keys_padded_; }
@@ -46,7 +48,7 @@ class RowTileScratch {
   Aligned<uint16_t> key_rows_, value_rows_;
   Aligned<float> scores_, score_tiles_;
   Aligned<uint32_t> weight_tiles_;
-  Aligned<float> products_;
+  Aligned<float> products_, row_state_;
 };
 
 }  // namespace mxattn::cpu

@@ -10,6 +10,8 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "core/float16.h"
@@ -322,7 +324,7 @@ class RowTileKernel : public ::testing::TestWithParam<cpu::SimdIsa> {};
 
 TEST_P(RowTileKernel, DeclinesUnsafeScalesAndNonFiniteCodes) {
   const cpu::FastKernels& kernels = cpu::fast_kernels(GetParam());
-  constexpr int64_t kKeys = 32, kWidth = 64, kBlocks = kWidth / 32;
+  constexpr int64_t kKeys = 64, kWidth = 64, kBlocks = kWidth / 32;
   for (DType t : {DType::e4m3, DType::e5m2}) {
     SCOPED_TRACE(name_of(t));
     const cpu::RowTables tables(t);
@@ -342,9 +344,12 @@ TEST_P(RowTileKernel, DeclinesUnsafeScalesAndNonFiniteCodes) {
     ASSERT_TRUE(tile.run(kernels, format, keys, values))
         << "a tile of safe scales and finite codes";
     EXPECT_FALSE(tile.unchanged());
-    for (const bool in_values : {false, true}) {
-      SCOPED_TRACE(in_values ? "in V" : "in K");
-      const size_t key = size_t(in_values ? kKeys + 19 : 5);
+    // V rows of the first 32 keys are decoded with the scores, the others while the tile unit
+    // multiplies the weights by V rows before them (past the softmax).
+    for (const auto& [in_values, row] :
+         {std::pair{false, 5}, std::pair{false, 50}, std::pair{true, 19}, std::pair{true, 50}}) {
+      SCOPED_TRACE(std::string(in_values ? "in V" : "in K") + ", key " + std::to_string(row));
+      const size_t key = size_t(in_values ? kKeys + row : row);
       for (const uint8_t scale : {0, 16, 17, 239, 240, 254, 255}) {
         const uint8_t saved = scales[key * kBlocks + 1];
         scales[key * kBlocks + 1] = scale;

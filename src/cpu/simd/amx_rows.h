@@ -299,8 +299,11 @@ bool attend_rows_bf16(const RowTileStep& s) {
   const bool fp8_keys = kf.elem != RowElem::bf16, fp8_values = vf.elem != RowElem::bf16;
   const int64_t key_bytes = row_bytes_of(kf), value_bytes = row_bytes_of(vf);
   Fetcher fetch_keys(s.keys, key_bytes), fetch_values(s.values, value_bytes);
-  // FP8 rows to bf16 16 keys at a time in the first pass of the scores below, while the tile
-  // unit multiplies the K rows of the 16 keys before; checked before any state changes.
+  // FP8 rows to bf16 16 keys at a time while the tile unit multiplies rows decoded before: K rows
+  // and the first 32 V rows in the first pass of the scores below, the other V rows in the first
+  // pass of P V, two groups ahead (spread over the step, as the FMA kernels read them). Each is
+  // checked before the caller's state changes: K before the softmax, V before O, with the
+  // softmax state held in scratch until then.
   Fp8Scratch key_decoder(kf, s.keys, s.key_rows, s.dim_qk_padded);
   Fp8Scratch value_decoder(vf, s.values, s.value_rows, s.dim_v_padded);
   const int64_t rb = s.row_block;
@@ -325,10 +328,11 @@ bool attend_rows_bf16(const RowTileStep& s) {
         Tiles::template dot_of<0, 6, 7>();
         fetch_keys.rows(1);
       }
-      // The next 16 K rows and these 16 V rows while the tile unit multiplies (the tile loads of
-      // rows just stored would wait for the stores).
+      // The next 16 K rows while the tile unit multiplies (the tile loads of rows just stored
+      // would wait for the stores), and the first 32 V rows; the others are decoded while it
+      // multiplies the weights by V rows before them.
       if (fp8_keys && r0 == 0 && k0 + 16 < used) key_decoder.decode(k0 + 16, k0 + 32, fetch_keys);
-      if (fp8_values && r0 == 0) value_decoder.decode(k0, k0 + 16, fetch_values);
+      if (fp8_values && r0 == 0 && k0 < 2 * 16) value_decoder.decode(k0, k0 + 16, fetch_values);
       if (q_columns == 4) {
         Tiles::template store<0>(s.score_tiles + k0 * 4, 16);
       } else {
@@ -384,8 +388,20 @@ bool attend_rows_bf16(const RowTileStep& s) {
     }
   }
   fetch_keys.rest();
-  if ((fp8_keys && !key_decoder.safe()) || (fp8_values && !value_decoder.safe())) return false;
-  softmax_by_rows(s.scores, s.ld, s.rows, count, s.first, s.last, s.row_max, s.row_sum, s.rescale);
+  if (fp8_keys && !key_decoder.safe()) return false;
+  // With FP8 V rows the softmax state goes to scratch until every V row is decoded and checked,
+  // right before the first change to O; else in place.
+  float* row_max = s.row_max;
+  float* row_sum = s.row_sum;
+  float* rescale = s.rescale;
+  if (fp8_values) {
+    row_max = s.row_state;
+    row_sum = row_max + s.rows;
+    rescale = row_sum + s.rows;
+    std::copy(s.row_max, s.row_max + s.rows, row_max);
+    std::copy(s.row_sum, s.row_sum + s.rows, row_sum);
+  }
+  softmax_by_rows(s.scores, s.ld, s.rows, count, s.first, s.last, row_max, row_sum, rescale);
 
   // out = rescale * out + P V, a block of rows and 4 blocks of 32 columns at a time.
   const BlockOrder order;
@@ -413,13 +429,22 @@ bool attend_rows_bf16(const RowTileStep& s) {
         if (n > 2) product_block<Tiles, 2>(v, c0 + 2);
         if (n > 3) product_block<Tiles, 3>(v, c0 + 3);
         fetch_values.rows(4);
+        if (fp8_values && r0 == 0 && c0 == 0 && k0 + 2 * 16 < used) {
+          value_decoder.decode(k0 + 2 * 16, k0 + 3 * 16, fetch_values);
+        }
+      }
+      if (fp8_values && r0 == 0 && c0 == 0) {
+        if (!value_decoder.safe()) return false;
+        std::copy(row_max, row_max + s.rows, s.row_max);
+        std::copy(row_sum, row_sum + s.rows, s.row_sum);
+        std::copy(rescale, rescale + s.rows, s.rescale);
       }
       store_products<Tiles, 0>(s.products);
       if (n > 1) store_products<Tiles, 1>(s.products);
       if (n > 2) store_products<Tiles, 2>(s.products);
       if (n > 3) store_products<Tiles, 3>(s.products);
       for (int64_t r = 0; r < rows; ++r) {
-        const __m512 rescale = _mm512_set1_ps(s.rescale[r0 + r]);
+        const __m512 row_rescale = _mm512_set1_ps(s.rescale[r0 + r]);
         for (int64_t j = 0; j < n; ++j) {
           fetch_values.rows(1);
           const float* product = s.products + j * 256 + 2 * r * 16;
@@ -429,9 +454,9 @@ bool attend_rows_bf16(const RowTileStep& s) {
             odd = _mm512_add_ps(odd, _mm512_loadu_ps(product + 2 * i * rb * 16 + 16));
           }
           float* o = s.out + (r0 + r) * s.out_stride + (c0 + j) * kTileBf16;
-          _mm512_storeu_ps(o, _mm512_fmadd_ps(_mm512_loadu_ps(o), rescale,
+          _mm512_storeu_ps(o, _mm512_fmadd_ps(_mm512_loadu_ps(o), row_rescale,
                                               _mm512_permutex2var_ps(even, order.low, odd)));
-          _mm512_storeu_ps(o + 16, _mm512_fmadd_ps(_mm512_loadu_ps(o + 16), rescale,
+          _mm512_storeu_ps(o + 16, _mm512_fmadd_ps(_mm512_loadu_ps(o + 16), row_rescale,
                                                    _mm512_permutex2var_ps(even, order.high, odd)));
         }
       }
