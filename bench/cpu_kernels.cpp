@@ -115,7 +115,6 @@ class DecodeTile {
       row_sum_[r] = 0.0f;
       rescale_[r] = 1.0f;
     }
-    for (int64_t i = 0; i < kRows * kDim; ++i) out_[i] = 0.0f;
     // Q^T tiles of the AMX few-row kernel (RowTileStep): element pairs by query row, one part.
     for (int64_t r = 0; r < kRows; ++r) {
       for (int64_t d = 0; d < kDim; d += 2) {

@@ -24,7 +24,7 @@ class RowTileScratch {
         products_(zeroed<float>(4 * kGroup * kGroup)),
         row_state_(zeroed<float>(3 * rows)) {}
 
-  // Points the step's scratch fields (keys_padded through products) here.
+  // Points the step's scratch fields (keys_padded through row_state) here.
   void attach(RowTileStep& step) const {
     step.keys_padded = keys_padded_;
     step.key_rows = key_rows_.get();

@@ -306,6 +306,7 @@ bool attend_rows_bf16(const RowTileStep& s) {
   // softmax state held in scratch until then.
   Fp8Scratch key_decoder(kf, s.keys, s.key_rows, s.dim_qk_padded);
   Fp8Scratch value_decoder(vf, s.values, s.value_rows, s.dim_v_padded);
+  constexpr int64_t kValuesAhead = 2 * 16;  // V rows decoded ahead of their tile loads
   const int64_t rb = s.row_block;
   const int64_t q_columns = rb * s.q_parts;
   const int64_t product_rows = 2 * rb * s.weight_parts;
@@ -332,7 +333,9 @@ bool attend_rows_bf16(const RowTileStep& s) {
       // would wait for the stores), and the first 32 V rows; the others are decoded while it
       // multiplies the weights by V rows before them.
       if (fp8_keys && r0 == 0 && k0 + 16 < used) key_decoder.decode(k0 + 16, k0 + 32, fetch_keys);
-      if (fp8_values && r0 == 0 && k0 < 2 * 16) value_decoder.decode(k0, k0 + 16, fetch_values);
+      if (fp8_values && r0 == 0 && k0 < kValuesAhead) {
+        value_decoder.decode(k0, k0 + 16, fetch_values);
+      }
       if (q_columns == 4) {
         Tiles::template store<0>(s.score_tiles + k0 * 4, 16);
       } else {
@@ -429,8 +432,8 @@ bool attend_rows_bf16(const RowTileStep& s) {
         if (n > 2) product_block<Tiles, 2>(v, c0 + 2);
         if (n > 3) product_block<Tiles, 3>(v, c0 + 3);
         fetch_values.rows(4);
-        if (fp8_values && r0 == 0 && c0 == 0 && k0 + 2 * 16 < used) {
-          value_decoder.decode(k0 + 2 * 16, k0 + 3 * 16, fetch_values);
+        if (fp8_values && r0 == 0 && c0 == 0 && k0 + kValuesAhead < used) {
+          value_decoder.decode(k0 + kValuesAhead, k0 + kValuesAhead + 16, fetch_values);
         }
       }
       if (fp8_values && r0 == 0 && c0 == 0) {
