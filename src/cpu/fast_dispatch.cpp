@@ -66,7 +66,9 @@ std::vector<SimdIsa> supported_isas() {
       isas.push_back(SimdIsa::avx512);
       if (__builtin_cpu_supports("avx512vbmi")) {
         isas.push_back(SimdIsa::avx512_vbmi);
-        if (cpu_has_avx512_bf16()) {
+        // GFNI: the AMX few-row kernel's FP8 decode (amx_rows.h), built into both AMX sets. Every
+        // CPU with AVX512-BF16 and VBMI has it.
+        if (cpu_has_avx512_bf16() && __builtin_cpu_supports("gfni")) {
           isas.push_back(SimdIsa::avx512_bf16);
           // Asked once: the permission is the process's, and the answer does not change.
           static const bool amx = cpu_has_amx_bf16();

@@ -51,7 +51,7 @@ constexpr int kMinSafeScale = 17, kMaxSafeScale = 239;
 // also takes the shuffle port, which the decode keeps busy), with bit 0 of each word set where e
 // lies outside the safe range: the decode of such a tile is thrown away (the kernel declines it),
 // and the flag tells it. Bias 127 for values decoded exactly (the byte tables), the format's own
-// for the shift decode (Fp8Shifts).
+// for the bit-move decode (Fp8Bits).
 struct ExponentOffsets {
   alignas(64) uint32_t at[256];
 };
@@ -90,27 +90,46 @@ class Fetcher {
   int64_t bytes_, k_;
 };
 
-// How an FP8 format decodes to bf16 by shifts. A code sign-extended to 16 bits and shifted left
-// by `shift` holds its sign in bit 15 with copies of it down to the bf16 exponent, its exponent
-// field in the low bits of the bf16 exponent and its mantissa right below; `keep` clears the
-// copies. For a normal code (exponent field not zero) that word, read as bf16, is the code's
-// value times 2^(bias - 127), and adding (e - bias) << 7 to it multiplies it by 2^(127 - bias)
-// and the block scale 2^(e - 127) (exact for safe scales). `exponent`: the code's exponent field
-// (zero for zeros and subnormals, which decode by tables); magnitudes past `top` are NaN or Inf.
-struct Fp8Shifts {
-  int shift;
-  uint16_t keep;
-  uint8_t exponent, top;
+// How an FP8 format decodes to bf16 by bit moves (GFNI affine maps, one instruction for 64
+// codes). `low` and `high` give the low and high bytes of a normal code's bf16 word: its sign in
+// bit 15, its exponent field in the low bits of the bf16 exponent, its mantissa right below. Read
+// as bf16 that word is the code's value times 2^(bias - 127); adding (e - bias) << 7 multiplies it
+// by 2^(127 - bias) and the block scale 2^(e - 127) (exact for safe scales). `check` maps every
+// code that is not normal and finite (a zero or subnormal, which decode by tables, or a NaN or
+// Inf) to a byte of at least `bad`, and every other code below it (its constant is 0xf0).
+struct Fp8Bits {
+  uint64_t low, high, check;
+  uint8_t bad;
   int bias;
 };
-constexpr Fp8Shifts kE4m3Shifts{4, 0x87f0, 0x78, 0x7e, 7};
-constexpr Fp8Shifts kE5m2Shifts{5, 0x8fe0, 0x7c, 0x7b, 15};
 
-constexpr ExponentOffsets kE4m3Offsets = exponent_offsets(kE4m3Shifts.bias);
-constexpr ExponentOffsets kE5m2Offsets = exponent_offsets(kE5m2Shifts.bias);
+// A GFNI affine matrix from the source bits of each result bit: bit i of the result is the parity
+// of the code's bits in from[i] (vgf2p8affineqb reads result bit i's mask from byte 7 - i).
+constexpr uint64_t affine_matrix(const uint8_t (&from)[8]) {
+  uint64_t m = 0;
+  for (int i = 0; i < 8; ++i) m |= uint64_t(from[i]) << (8 * (7 - i));
+  return m;
+}
 
-// 64 FP8 codes c (32 where !two) with a zero or subnormal among them as bf16 times the scales of
-// bytes e0 and e1 into out, by the byte tables; returns `most` (Fp8Decoder::placed_to_bf16) with
+// E4M3 code bits: s = 7, exponent 6..3, mantissa 2..0. The check's top nibble is the exponent e
+// mapped by L(e) = (e3 ^ e2, e2 ^ e1, e1 ^ e0, e0), complemented by the constant: 0xf only for
+// e = 0, 0xe only for e = 15; its low nibble is (mantissa, s), so the bytes at least 0xee are the
+// zeros and subnormals and the two NaNs (e = 15, mantissa 7).
+constexpr Fp8Bits kE4m3Bits{affine_matrix({0, 0, 0, 0, 0x01, 0x02, 0x04, 0x08}),
+                            affine_matrix({0x10, 0x20, 0x40, 0, 0, 0, 0, 0x80}),
+                            affine_matrix({0x80, 0x01, 0x02, 0x04, 0x08, 0x18, 0x30, 0x60}), 0xee,
+                            7};
+// E5M2 code bits: s = 7, exponent 6..2, mantissa 1..0. The check's top nibble holds the XORs of
+// neighbouring exponent bits, complemented: 0xf exactly for e = 0 and e = 31 (Inf and NaN).
+constexpr Fp8Bits kE5m2Bits{affine_matrix({0, 0, 0, 0, 0, 0x01, 0x02, 0x04}),
+                            affine_matrix({0x08, 0x10, 0x20, 0x40, 0, 0, 0, 0x80}),
+                            affine_matrix({0, 0, 0, 0, 0x0c, 0x18, 0x30, 0x60}), 0xf0, 15};
+
+constexpr ExponentOffsets kE4m3Offsets = exponent_offsets(kE4m3Bits.bias);
+constexpr ExponentOffsets kE5m2Offsets = exponent_offsets(kE5m2Bits.bias);
+
+// 64 FP8 codes c (32 where !two), any codes, as bf16 times the scales of bytes e0 and e1 into
+// out, by the byte tables; returns `most` (Fp8Decoder::placed_to_bf16) with
 // theirs. Out of line and by value, so that the caller's state stays in registers.
 [[gnu::noinline]] __m512i fp8_by_tables(const uint8_t* code_bf16_bytes, __m512i c, uint32_t e0,
                                         uint32_t e1, bool two, uint16_t* out, __m512i most) {
@@ -130,23 +149,24 @@ constexpr ExponentOffsets kE5m2Offsets = exponent_offsets(kE5m2Shifts.bias);
 
 // A stream's FP8 rows (whole blocks of 32 along the row) decoded to bf16 times their block scales
 // into scratch (`padded` elements a row, [0, width) written), a few rows at a time, so that the
-// kernel decodes the rows of 16 keys while the tile unit multiplies those before. Each 64 codes
-// without a zero or subnormal code (nearly all of them in real data) decode by shifts: a sign
-// extension, a shift, a mask and the scale's exponent offset added, one shuffle for 32 codes; the
-// others by byte tables (three shuffles and two permutes, the offset added where the value is
-// not zero). NaN and Inf are found by the largest code, signed and unsigned, and the largest
-// magnitude of the table-decoded ones, unsafe scales by a flag bit of their offsets, all kept in
-// registers until safe() is asked.
+// kernel decodes the rows of 16 keys while the tile unit multiplies those before. A row decodes
+// first as if every code were normal and finite (nearly all are, in real data): 64 codes placed
+// for the byte unpacks, the low and high bytes of their bf16 words by two GFNI bit moves (Fp8Bits),
+// two unpacks and the scales' exponent offsets added, and a third bit move checks them. A row with
+// a zero, subnormal, NaN or Inf code then decodes again by the byte tables (three shuffles and two
+// permutes for 64 codes, the offset added where the value is not zero), whose largest magnitude
+// finds NaN and Inf. Unsafe scales are found by a flag bit of their offsets. Both are kept until
+// safe() is asked.
 class Fp8Scratch {
  public:
   Fp8Scratch(const RowFormat& f, const RowStream& s, uint16_t* dst, int64_t padded)
       : f_(f), s_(s), dst_(dst), padded_(padded) {
-    const Fp8Shifts& shifts = f.elem == RowElem::e4m3 ? kE4m3Shifts : kE5m2Shifts;
+    const Fp8Bits& bits = f.elem == RowElem::e4m3 ? kE4m3Bits : kE5m2Bits;
     offsets_ = f.elem == RowElem::e4m3 ? kE4m3Offsets.at : kE5m2Offsets.at;
-    shift_ = _mm512_set1_epi16(int16_t(shifts.shift));
-    keep_ = _mm512_set1_epi16(int16_t(shifts.keep));
-    exponent_ = _mm512_set1_epi8(char(shifts.exponent));
-    top_ = shifts.top;
+    low_ = _mm512_set1_epi64(int64_t(bits.low));
+    high_ = _mm512_set1_epi64(int64_t(bits.high));
+    check_ = _mm512_set1_epi64(int64_t(bits.check));
+    bad_ = _mm512_set1_epi8(char(bits.bad));
   }
 
   // Rows [begin, end): those of the stream decoded, those past its last key zero; one row of the
@@ -157,55 +177,61 @@ class Fp8Scratch {
       if (k % 2) fetch.rows(1);
       const RowSource row = s_.rows[k * s_.step];
       uint16_t* out = dst_ + k * padded_;
+      __m512i checks = _mm512_setzero_si512();
       int64_t d = 0;
-      for (; d + 64 <= width; d += 64) chunk<true>(row, d, out);
-      if (d < width) chunk<false>(row, d, out);
+      for (; d + 64 <= width; d += 64) checks = _mm512_max_epu8(checks, by_bits<true>(row, d, out));
+      if (d < width) checks = _mm512_max_epu8(checks, by_bits<false>(row, d, out));
+      if (_mm512_cmpge_epu8_mask(checks, bad_)) [[unlikely]]
+        by_tables(row, out);
     }
     if (last < end) {
       std::fill(dst_ + std::max(begin, last) * padded_, dst_ + end * padded_, uint16_t(0));
     }
   }
 
-  // Whether every scale decoded so far is safe and every code finite: a shift-decoded code past
-  // the top magnitude (positive ones by the signed maximum, negative ones by the unsigned) or a
-  // table-decoded value whose high byte is 0x7f is NaN or Inf.
+  // Whether every scale decoded so far is safe and every code finite (a table-decoded value whose
+  // high byte is 0x7f is NaN or Inf).
   bool safe() const {
-    return !_mm512_test_epi16_mask(flags_, _mm512_set1_epi16(1)) &&
-           !_mm512_cmpge_epu8_mask(most_, _mm512_set1_epi8(0x7f)) &&
-           !_mm512_cmpgt_epi8_mask(most_signed_, _mm512_set1_epi8(char(top_))) &&
-           !_mm512_cmpgt_epu8_mask(most_unsigned_, _mm512_set1_epi8(char(0x80 | top_)));
+    return !(unsafe_ & 1) && !_mm512_cmpge_epu8_mask(most_, _mm512_set1_epi8(0x7f));
   }
 
  private:
-  // Codes [d, d + 64) of a row into out + d, or [d, d + 32) where !Two.
+  // Codes [d, d + 64) of a row (or [d, d + 32) where !Two) into out + d as if every one were
+  // normal and finite; returns their check bytes (Fp8Bits; zero past the codes).
   template <bool Two>
-  [[gnu::always_inline]] void chunk(const RowSource& row, int64_t d, uint16_t* out) {
-    const uint8_t* codes = row.data + d;
-    const __m512i c =
-        Two ? _mm512_loadu_si512(codes)
-            : _mm512_zextsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes)));
+  [[gnu::always_inline]] __m512i by_bits(const RowSource& row, int64_t d, uint16_t* out) {
+    const __m512i c = load_codes<Two>(row.data + d);
     const uint8_t* scales = row.scales + (d / 32) * f_.scale_step;
-    const uint32_t e0 = scales[0], e1 = Two ? scales[f_.scale_step] : e0;
-    const __m512i o0 = _mm512_set1_epi32(int32_t(offsets_[e0]));
-    const __m512i o1 = _mm512_set1_epi32(int32_t(offsets_[e1]));
-    flags_ = _mm512_ternarylogic_epi32(flags_, o0, o1, 0xfe);
-    const __mmask64 zero_exponents = Two ? _mm512_testn_epi8_mask(c, exponent_)
-                                         : _mm512_mask_testn_epi8_mask(0xffffffffu, c, exponent_);
-    if (zero_exponents == 0) [[likely]] {
-      most_signed_ = _mm512_max_epi8(most_signed_, c);
-      most_unsigned_ = _mm512_max_epu8(most_unsigned_, c);
-      _mm512_storeu_si512(out + d, shifted(codes, o0));
-      if (Two) _mm512_storeu_si512(out + d + 32, shifted(codes + 32, o1));
-      return;
-    }
-    most_ = fp8_by_tables(f_.code_bf16_bytes, c, e0, e1, Two, out + d, most_);
+    const uint32_t* o0 = offsets_ + scales[0];
+    const uint32_t* o1 = offsets_ + (Two ? scales[f_.scale_step] : scales[0]);
+    unsafe_ |= *o0 | *o1;
+    const __m512i placed = _mm512_permutexvar_epi8(_mm512_load_si512(kCodeOrder.at), c);
+    const __m512i low = _mm512_gf2p8affine_epi64_epi8(placed, low_, 0);
+    const __m512i high = _mm512_gf2p8affine_epi64_epi8(placed, high_, 0);
+    _mm512_storeu_si512(out + d, _mm512_add_epi16(_mm512_unpacklo_epi8(low, high),
+                                                  _mm512_set1_epi32(int32_t(*o0))));
+    if (!Two) return _mm512_maskz_gf2p8affine_epi64_epi8(0xffffffffu, c, check_, 0xf0);
+    _mm512_storeu_si512(out + d + 32, _mm512_add_epi16(_mm512_unpackhi_epi8(low, high),
+                                                       _mm512_set1_epi32(int32_t(*o1))));
+    return _mm512_gf2p8affine_epi64_epi8(c, check_, 0xf0);
   }
 
-  // 32 normal codes as bf16 plus the exponent offset.
-  [[gnu::always_inline]] __m512i shifted(const uint8_t* codes, __m512i offset) const {
-    const __m512i x = _mm512_sllv_epi16(
-        _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes))), shift_);
-    return _mm512_add_epi16(_mm512_and_si512(x, keep_), offset);
+  // A row again by the byte tables, where by_bits met a code that is not normal and finite.
+  [[gnu::noinline]] void by_tables(const RowSource& row, uint16_t* out) {
+    for (int64_t d = 0; d < f_.width; d += 64) {
+      const bool two = f_.width - d >= 64;
+      const __m512i c = two ? load_codes<true>(row.data + d) : load_codes<false>(row.data + d);
+      const uint8_t* scales = row.scales + (d / 32) * f_.scale_step;
+      most_ = fp8_by_tables(f_.code_bf16_bytes, c, scales[0], two ? scales[f_.scale_step] : 0, two,
+                            out + d, most_);
+    }
+  }
+
+  // 64 codes, or 32 and zeros where !Two.
+  template <bool Two>
+  [[gnu::always_inline]] static __m512i load_codes(const uint8_t* codes) {
+    if (Two) return _mm512_loadu_si512(codes);
+    return _mm512_zextsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes)));
   }
 
   const RowFormat& f_;
@@ -213,10 +239,9 @@ class Fp8Scratch {
   uint16_t* dst_;
   int64_t padded_;
   const uint32_t* offsets_;
-  __m512i shift_, keep_, exponent_;
-  uint8_t top_;
-  __m512i most_ = _mm512_setzero_si512(), flags_ = _mm512_setzero_si512();
-  __m512i most_signed_ = _mm512_set1_epi8(char(0x80)), most_unsigned_ = _mm512_setzero_si512();
+  __m512i low_, high_, check_, bad_;
+  uint32_t unsafe_ = 0;
+  __m512i most_ = _mm512_setzero_si512();
 };
 
 // Where a tile operand of 16 rows reads from: the first row and the bytes between rows.
