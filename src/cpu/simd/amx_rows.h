@@ -172,18 +172,29 @@ class Fp8Scratch {
   // Rows [begin, end): those of the stream decoded, those past its last key zero; one row of the
   // next tile fetched every two.
   [[gnu::always_inline]] void decode(int64_t begin, int64_t end, Fetcher& fetch) {
-    const int64_t width = f_.width, last = std::min(end, s_.count);
+    const int64_t width = f_.width, step = f_.scale_step, last = std::min(end, s_.count);
+    const uint32_t* offsets = offsets_;
+    // The offsets' flags of these rows, in a register (the member lives in memory).
+    __m512i flags = _mm512_setzero_si512();
     for (int64_t k = begin; k < last; ++k) {
       if (k % 2) fetch.rows(1);
       const RowSource row = s_.rows[k * s_.step];
       uint16_t* out = dst_ + k * padded_;
       __m512i checks = _mm512_setzero_si512();
+      const uint8_t* scales = row.scales;
       int64_t d = 0;
-      for (; d + 64 <= width; d += 64) checks = _mm512_max_epu8(checks, by_bits<true>(row, d, out));
-      if (d < width) checks = _mm512_max_epu8(checks, by_bits<false>(row, d, out));
+      for (; d + 64 <= width; d += 64, scales += 2 * step) {
+        checks = _mm512_max_epu8(
+            checks, by_bits<true>(row.data + d, scales, step, offsets, out + d, flags));
+      }
+      if (d < width) {
+        checks = _mm512_max_epu8(
+            checks, by_bits<false>(row.data + d, scales, step, offsets, out + d, flags));
+      }
       if (_mm512_cmpge_epu8_mask(checks, bad_)) [[unlikely]]
         by_tables(row, out);
     }
+    flags_ = _mm512_or_si512(flags_, flags);
     if (last < end) {
       std::fill(dst_ + std::max(begin, last) * padded_, dst_ + end * padded_, uint16_t(0));
     }
@@ -192,27 +203,29 @@ class Fp8Scratch {
   // Whether every scale decoded so far is safe and every code finite (a table-decoded value whose
   // high byte is 0x7f is NaN or Inf).
   bool safe() const {
-    return !(unsafe_ & 1) && !_mm512_cmpge_epu8_mask(most_, _mm512_set1_epi8(0x7f));
+    return !_mm512_test_epi16_mask(flags_, _mm512_set1_epi16(1)) &&
+           !_mm512_cmpge_epu8_mask(most_, _mm512_set1_epi8(0x7f));
   }
 
  private:
-  // Codes [d, d + 64) of a row (or [d, d + 32) where !Two) into out + d as if every one were
-  // normal and finite; returns their check bytes (Fp8Bits; zero past the codes).
+  // The 64 codes at `codes` (32 where !Two), of scale bytes scales[0] and scales[step], into `out`
+  // as if every one were normal and finite, their offsets' flags OR-ed into `flags`; returns their
+  // check bytes (Fp8Bits; zero past the codes). The caller keeps the pointers, the step and the
+  // flags in registers: read through the members (in memory, which the stores may alias) they
+  // were reloaded, and the flags stored and loaded again, for every 64 codes.
   template <bool Two>
-  [[gnu::always_inline]] __m512i by_bits(const RowSource& row, int64_t d, uint16_t* out) {
-    const __m512i c = load_codes<Two>(row.data + d);
-    const uint8_t* scales = row.scales + (d / 32) * f_.scale_step;
-    const uint32_t* o0 = offsets_ + scales[0];
-    const uint32_t* o1 = offsets_ + (Two ? scales[f_.scale_step] : scales[0]);
-    unsafe_ |= *o0 | *o1;
+  [[gnu::always_inline]] __m512i by_bits(const uint8_t* codes, const uint8_t* scales, int64_t step,
+                                         const uint32_t* offsets, uint16_t* out, __m512i& flags) {
+    const __m512i c = load_codes<Two>(codes);
+    const __m512i o0 = _mm512_set1_epi32(int32_t(offsets[scales[0]]));
+    const __m512i o1 = Two ? _mm512_set1_epi32(int32_t(offsets[scales[step]])) : o0;
+    flags = _mm512_ternarylogic_epi32(flags, o0, o1, 0xfe);
     const __m512i placed = _mm512_permutexvar_epi8(_mm512_load_si512(kCodeOrder.at), c);
     const __m512i low = _mm512_gf2p8affine_epi64_epi8(placed, low_, 0);
     const __m512i high = _mm512_gf2p8affine_epi64_epi8(placed, high_, 0);
-    _mm512_storeu_si512(out + d, _mm512_add_epi16(_mm512_unpacklo_epi8(low, high),
-                                                  _mm512_set1_epi32(int32_t(*o0))));
+    _mm512_storeu_si512(out, _mm512_add_epi16(_mm512_unpacklo_epi8(low, high), o0));
     if (!Two) return _mm512_maskz_gf2p8affine_epi64_epi8(0xffffffffu, c, check_, 0xf0);
-    _mm512_storeu_si512(out + d + 32, _mm512_add_epi16(_mm512_unpackhi_epi8(low, high),
-                                                       _mm512_set1_epi32(int32_t(*o1))));
+    _mm512_storeu_si512(out + 32, _mm512_add_epi16(_mm512_unpackhi_epi8(low, high), o1));
     return _mm512_gf2p8affine_epi64_epi8(c, check_, 0xf0);
   }
 
@@ -240,7 +253,7 @@ class Fp8Scratch {
   int64_t padded_;
   const uint32_t* offsets_;
   __m512i low_, high_, check_, bad_;
-  uint32_t unsafe_ = 0;
+  __m512i flags_ = _mm512_setzero_si512();
   __m512i most_ = _mm512_setzero_si512();
 };
 
