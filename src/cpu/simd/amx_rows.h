@@ -174,12 +174,15 @@ class Fp8Scratch {
   [[gnu::always_inline]] void decode(int64_t begin, int64_t end, Fetcher& fetch) {
     const int64_t width = f_.width, step = f_.scale_step, last = std::min(end, s_.count);
     const uint32_t* offsets = offsets_;
+    const RowSource* rows = s_.rows;
+    const int64_t row_step = s_.step, padded = padded_;
+    uint16_t* const dst = dst_;
     // The offsets' flags of these rows, in a register (the member lives in memory).
     __m512i flags = _mm512_setzero_si512();
     for (int64_t k = begin; k < last; ++k) {
       if (k % 2) fetch.rows(1);
-      const RowSource row = s_.rows[k * s_.step];
-      uint16_t* out = dst_ + k * padded_;
+      const RowSource& row = rows[k * row_step];
+      uint16_t* out = dst + k * padded;
       __m512i checks = _mm512_setzero_si512();
       const uint8_t* scales = row.scales;
       int64_t d = 0;
@@ -210,9 +213,9 @@ class Fp8Scratch {
  private:
   // The 64 codes at `codes` (32 where !Two), of scale bytes scales[0] and scales[step], into `out`
   // as if every one were normal and finite, their offsets' flags OR-ed into `flags`; returns their
-  // check bytes (Fp8Bits; zero past the codes). The caller keeps the pointers, the step and the
+  // check bytes (Fp8Bits; zero past the codes). The caller keeps the pointers, the steps and the
   // flags in registers: read through the members (in memory, which the stores may alias) they
-  // were reloaded, and the flags stored and loaded again, for every 64 codes.
+  // were reloaded, and the flags stored and loaded again, for every 64 codes or row.
   template <bool Two>
   [[gnu::always_inline]] __m512i by_bits(const uint8_t* codes, const uint8_t* scales, int64_t step,
                                          const uint32_t* offsets, uint16_t* out, __m512i& flags) {
