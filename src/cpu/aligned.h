@@ -17,12 +17,20 @@ struct AlignedDelete {
 template <class T, size_t Align = 64>
 using Aligned = std::unique_ptr<T[], AlignedDelete<T, Align>>;
 
+// n elements of T, not initialized, the first at a multiple of Align bytes (a power of two): for
+// buffers whose every element is written before it is read.
+template <class T, size_t Align = 64>
+Aligned<T, Align> uninitialized(int64_t n) {
+  return Aligned<T, Align>(
+      static_cast<T*>(::operator new[](size_t(n) * sizeof(T), std::align_val_t(Align))));
+}
+
 // n elements of T, zero, the first at a multiple of Align bytes (a power of two).
 template <class T, size_t Align = 64>
 Aligned<T, Align> zeroed(int64_t n) {
-  T* p = static_cast<T*>(::operator new[](size_t(n) * sizeof(T), std::align_val_t(Align)));
-  std::fill(p, p + n, T(0));
-  return Aligned<T, Align>(p);
+  Aligned<T, Align> a = uninitialized<T, Align>(n);
+  std::fill(a.get(), a.get() + n, T(0));
+  return a;
 }
 
 }  // namespace mxattn::cpu

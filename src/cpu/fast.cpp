@@ -88,7 +88,7 @@ struct TileGroup {
 
 // One split of a tile group: key-tile positions [first, first + count), piece `piece` of `pieces`.
 // With pieces > 1, tile k of the group leaves its result in piece slot
-// piece_base + k * pieces + piece, merged afterwards.
+// piece_base + k * pieces + piece, merged by Plan::merges[merge].
 struct WorkItem {
   int64_t group = 0;  // index into Plan::groups
   int64_t split = 0;
@@ -97,9 +97,11 @@ struct WorkItem {
   int64_t piece = 0;
   int64_t pieces = 1;
   int64_t piece_base = 0;
+  int64_t merge = -1;  // index into Plan::merges where pieces > 1
 };
 
-// A split of a tile group run as several pieces.
+// A split of a tile group run as several pieces: pieces * (the group's tiles) piece results, the
+// last of which to be stored has its thread merge them.
 struct PieceMerge {
   int64_t group = 0;
   int64_t split = 0;
@@ -234,6 +236,33 @@ bool merge_tiles(std::vector<core::QueryTile>& merged, const std::vector<core::Q
   return true;
 }
 
+// Threads take items as they come free, so they finish up to an item apart. Where items group
+// several tiles (decode), the last `threads` items run one tile each instead: the threads, which
+// reach them up to one grouped item apart, then finish about one tile's item apart. Which thread
+// runs which tile changes no arithmetic, and each tile keeps its piece slots and merge.
+void run_last_items_by_tile(Plan& plan, int threads) {
+  const size_t n = plan.items.size();
+  const size_t tail = std::min(n, size_t(threads));
+  std::vector<int64_t> own_group(plan.tiles.size(), -1);  // a group of the tile alone
+  std::vector<WorkItem> items(plan.items.begin(), plan.items.end() - int64_t(tail));
+  for (size_t i = n - tail; i < n; ++i) {
+    const WorkItem& item = plan.items[i];
+    const TileGroup g = plan.groups[size_t(item.group)];
+    for (int64_t k = 0; k < g.count; ++k) {
+      int64_t& gi = own_group[size_t(g.first + k)];
+      if (gi < 0) {
+        gi = int64_t(plan.groups.size());
+        plan.groups.push_back({g.first + k, 1});
+      }
+      WorkItem one = item;
+      one.group = gi;
+      one.piece_base = item.piece_base + k * item.pieces;
+      items.push_back(one);
+    }
+  }
+  plan.items = std::move(items);
+}
+
 Plan make_plan(const core::Problem& p, const core::SplitParams& split, int threads,
                int64_t max_packed_rows) {
   Plan plan;
@@ -305,11 +334,12 @@ Plan make_plan(const core::Problem& p, const core::SplitParams& split, int threa
         const core::QueryTile& q = plan.tiles[size_t(g.first)].q;
         for (int64_t s = 0; s < q.count; ++s) {
           const SplitPieces sp = split_pieces(q, s);
+          const int64_t merge = sp.pieces > 1 ? int64_t(plan.merges.size()) : -1;
           if (sp.pieces > 1) plan.merges.push_back({gi, s, sp.pieces, plan.piece_slots});
           for (int64_t k = 0; k < sp.pieces; ++k) {
             const int64_t first = sp.run.begin + k * sp.per_piece;
             const int64_t count = std::min(sp.per_piece, sp.run.begin + sp.run.count - first);
-            plan.items.push_back({gi, s, first, count, k, sp.pieces, plan.piece_slots});
+            plan.items.push_back({gi, s, first, count, k, sp.pieces, plan.piece_slots, merge});
           }
           if (sp.pieces > 1) plan.piece_slots += sp.pieces * g.count;
         }
@@ -318,6 +348,7 @@ Plan make_plan(const core::Problem& p, const core::SplitParams& split, int threa
                        [&](const WorkItem& x, const WorkItem& y) { return x.count > y.count; });
     }
   }
+  if (group_tiles > 1) run_last_items_by_tile(plan, threads);
   return plan;
 }
 
@@ -425,14 +456,17 @@ class RowGather {
 
 // What the per-thread scratch holds, for the largest tile group of the plan.
 struct ScratchShape {
+  const FastKernels* kernels = nullptr;  // the kernel set that fills it
   int64_t heads = 1, rows_padded = 0, tile_n = 0, dim_qk_padded = 0, dim_v_padded = 0;
-  bool row_tiles = true;         // f32 K and V tiles (not when the kernels read the rows directly)
-  bool bf16_tiles = false;       // the AMX kernels' operands and scratch
-  bool bf16_queries = false;     // bf16 queries (the AMX kernels, scores_bf16_from_rows)
-  int64_t row_tile_q_words = 0;  // the AMX few-row kernel's scratch (0: none): Q^T tiles a head
+  int64_t dim_qk = 0, dim_v = 0;  // the columns written: those past them stay zero
+  bool row_tiles = true;          // f32 K and V tiles (not when the kernels read the rows directly)
+  bool bf16_tiles = false;        // the AMX kernels' operands and scratch
+  bool bf16_queries = false;      // bf16 queries (the AMX kernels, scores_bf16_from_rows)
+  int64_t row_tile_q_words = 0;   // the AMX few-row kernel's scratch (0: none): Q^T tiles a head
   // The AMX kernels' bf16 parts of Q, K, V and the weights (Bf16TileStep).
   int q_parts = 1, key_parts = 1, value_parts = 1, weight_parts = 2;
   int64_t keys_padded() const { return round_up(tile_n, kTileBf16); }  // tile_n: keys per step
+  bool operator==(const ScratchShape&) const = default;
 };
 
 // Per-thread scratch: K and V tiles, queries and softmax state of each head of a tile group.
@@ -482,6 +516,8 @@ class Scratch {
     float* rescale;
     float* lse;
   };
+  const ScratchShape& shape() const { return shape_; }
+
   Head head(int64_t k) {
     const int64_t rows = shape_.rows_padded;
     float* state = row_state_.get() + k * rows * kRowArrays;
@@ -530,6 +566,20 @@ class Scratch {
   // The AMX few-row kernel's scratch (RowTileStep).
   RowTileScratch row_tile;
 };
+
+// The calling thread's scratch, kept from one call to the next (OpenMP's threads live on), and
+// built (zeroed) again only for a call of another shape: at 16 threads, building every thread's
+// scratch took 0.1-0.5 ms of each 2 ms decode call (docs/perf.md, session 33). The items of one
+// call already share a thread's scratch: each writes what it reads (queries, state, the rows of
+// each step), except the columns past the head dims, which stay zero and are part of the shape.
+Scratch& thread_scratch(const ScratchShape& shape) {
+  thread_local std::unique_ptr<Scratch> kept;
+  if (!kept || !(kept->shape() == shape)) {
+    kept.reset();
+    kept = std::make_unique<Scratch>(shape);
+  }
+  return *kept;
+}
 
 // Subnormal f32 results flushed to zero and subnormal inputs read as zero (x86 MXCSR FTZ and DAZ)
 // on the engine's threads while they run its work items and merge their pieces (not in the
@@ -593,10 +643,18 @@ class FastEngine {
       partial_views_ = &partials->views();
       write_counts_and_empty_splits();
     }
-    piece_o_ = zeroed_floats(plan_.piece_slots * plan_.max_rows * dim_v_padded_);
-    piece_lse_ = zeroed_floats(plan_.piece_slots * plan_.max_rows);
+    // Every slot is written by its piece before its merge reads it.
+    piece_o_ = uninitialized<float>(plan_.piece_slots * plan_.max_rows * dim_v_padded_);
+    piece_lse_ = uninitialized<float>(plan_.piece_slots * plan_.max_rows);
     const int64_t items = int64_t(plan_.items.size());
-    const int64_t merges = int64_t(plan_.merges.size());
+    // The piece results each merge still waits for; the thread that stores the last one merges.
+    std::unique_ptr<std::atomic<int64_t>[]> merge_waits(
+        new std::atomic<int64_t>[plan_.merges.size()]);
+    for (size_t m = 0; m < plan_.merges.size(); ++m) {
+      const PieceMerge& pm = plan_.merges[m];
+      merge_waits[m].store(pm.pieces * plan_.groups[size_t(pm.group)].count,
+                           std::memory_order_relaxed);
+    }
     // Items are taken one at a time as threads come free. With the direct-row kernels (decode) a
     // thread claims its next item when it starts one, so that the last tile of an item fetches
     // the first of the next (which a thread otherwise reads without a fetch ahead); at the end
@@ -607,18 +665,21 @@ class FastEngine {
 #pragma omp parallel num_threads(threads_)
     {
       const FlushSubnormals flush;
-      Scratch scratch(scratch_shape());
+      Scratch& scratch = thread_scratch(scratch_shape());
       int64_t i = claim();
       while (i < items) {
         const int64_t following = direct_ ? claim() : items;
-        run_item(plan_.items[size_t(i)], scratch,
-                 following < items ? &plan_.items[size_t(following)] : nullptr);
+        const WorkItem& item = plan_.items[size_t(i)];
+        run_item(item, scratch, following < items ? &plan_.items[size_t(following)] : nullptr);
+        // acq_rel: the merge sees every piece stored before the other threads' decrements.
+        const int64_t stored = plan_.groups[size_t(item.group)].count;
+        if (item.merge >= 0 && merge_waits[size_t(item.merge)].fetch_sub(
+                                   stored, std::memory_order_acq_rel) == stored) {
+          merge_pieces(plan_.merges[size_t(item.merge)], scratch);
+        }
         i = direct_ ? following : claim();
       }
       if (row_tiles_) kernels_.release_tiles();
-#pragma omp barrier
-#pragma omp for schedule(dynamic, 1)
-      for (int64_t m = 0; m < merges; ++m) merge_pieces(plan_.merges[size_t(m)], scratch);
     }
     if (!plan_.partials) {
       write_empty_tiles();
@@ -631,6 +692,9 @@ class FastEngine {
  private:
   ScratchShape scratch_shape() const {
     ScratchShape s;
+    s.kernels = &kernels_;
+    s.dim_qk = p_.dim_qk;
+    s.dim_v = p_.dim_v;
     s.heads = plan_.max_group_tiles;
     s.rows_padded = rows_padded_;
     s.tile_n = amx_ ? std::max(split_.tile_n, kAmxStepKeys) : split_.tile_n;

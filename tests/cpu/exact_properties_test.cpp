@@ -4,6 +4,8 @@
 // every path.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 
 #include "core/plan.h"
@@ -213,6 +215,76 @@ TEST_P(ExactTest, ThreadCountChangesNothing) {
     const Outputs want = p.outputs();
     for (int threads : {2, 3}) {
       SCOPED_TRACE(threads);
+      ASSERT_TRUE(GetParam().run(p, threads).is_ok());
+      ASSERT_TRUE(outputs_bitwise_equal(want, p.outputs()));
+    }
+  }
+}
+
+// Decode over a few thousand keys: the fast engine groups KV heads into work items by the thread
+// count, runs the last items one head each and cuts each split into pieces, merged by whichever
+// thread stores a split's last piece. None of that may change a bit.
+TEST_P(ExactTest, LongDecodeIsTheSameAtEveryThreadCount) {
+  for (int variant = 0; variant < 4; ++variant) {
+    Spec spec;
+    spec.seed = 12100 + uint64_t(variant);
+    spec.heads_q = 16;
+    spec.heads_kv = 8;
+    spec.dim_qk = spec.dim_v = 64;
+    spec.seq_k = 4160 + 77 * variant;
+    spec.q_type = variant < 2 ? DType::bf16 : DType::f32;
+    spec.k_type = spec.v_type = variant % 2 == 0 ? DType::bf16 : DType::e4m3;
+    spec.o_type = DType::bf16;
+    spec.split_kv = variant < 2 ? 1 : 3;
+    spec.partials = variant == 3;
+    spec.kv_len = {int32_t(spec.seq_k - 5 * variant)};
+    SCOPED_TRACE(spec.describe());
+    TestProblem p(spec);
+    ASSERT_TRUE(GetParam().run(p, 1).is_ok());
+    const Outputs want = p.outputs();
+    for (int threads : {2, 3, 5, 8}) {
+      SCOPED_TRACE(threads);
+      ASSERT_TRUE(GetParam().run(p, threads).is_ok());
+      ASSERT_TRUE(outputs_bitwise_equal(want, p.outputs()));
+    }
+  }
+}
+
+// The fast engine keeps each thread's scratch from one call to the next. A call whose every key
+// and value is NaN, between two runs of another problem, must leave the second run's bits as the
+// first's: nothing a call reads in its scratch may be left from an earlier one. Where the types
+// allow, the NaN call's head dims are 8 wider, within the same padded width.
+TEST_P(ExactTest, AnEarlierCallChangesNothing) {
+  constexpr DType kKvTypes[] = {DType::bf16, DType::e4m3, DType::f32};
+  for (int variant = 0; variant < 6; ++variant) {
+    Spec spec;
+    spec.seed = 12200 + uint64_t(variant);
+    // Decode over fewer keys than a key tile (the first step is the last, of part of a tile),
+    // then many query rows over several tiles.
+    spec.seq_q = variant < 3 ? 1 : 37;
+    spec.seq_k = variant < 3 ? 37 + 7 * variant : 150 + 29 * variant;
+    spec.heads_q = 8;
+    spec.heads_kv = 2;
+    spec.q_type = variant % 3 == 0 ? DType::bf16 : DType::f32;
+    spec.k_type = spec.v_type = kKvTypes[variant % 3];
+    const bool mx = is_mx(spec.k_type);
+    spec.dim_qk = mx ? 128 : 120;
+    spec.dim_v = mx ? 64 : 56;
+    spec.kv_len = {int32_t(spec.seq_k - 3 * variant)};
+    SCOPED_TRACE(spec.describe());
+    TestProblem p(spec);
+    Spec nan_spec = spec;
+    nan_spec.dim_qk = 128;
+    nan_spec.dim_v = 64;
+    ProblemData poisoned = TestProblem(nan_spec).data();
+    std::fill(poisoned.k.begin(), poisoned.k.end(), NAN);
+    std::fill(poisoned.v.begin(), poisoned.v.end(), NAN);
+    TestProblem nan_keys(nan_spec, poisoned);
+    for (int threads : {1, 2}) {
+      SCOPED_TRACE(threads);
+      ASSERT_TRUE(GetParam().run(p, threads).is_ok());
+      const Outputs want = p.outputs();
+      ASSERT_TRUE(GetParam().run(nan_keys, threads).is_ok());
       ASSERT_TRUE(GetParam().run(p, threads).is_ok());
       ASSERT_TRUE(outputs_bitwise_equal(want, p.outputs()));
     }
