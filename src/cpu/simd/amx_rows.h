@@ -199,7 +199,7 @@ class Fp8Scratch {
     }
     flags_ = _mm512_or_si512(flags_, flags);
     if (last < end) {
-      std::fill(dst_ + std::max(begin, last) * padded_, dst_ + end * padded_, uint16_t(0));
+      std::fill(dst + std::max(begin, last) * padded, dst + end * padded, uint16_t(0));
     }
   }
 
