@@ -117,6 +117,7 @@ struct Plan {
   int64_t piece_slots = 0;
   int64_t max_rows = 0;         // packed rows of the largest tile
   int64_t max_group_tiles = 1;  // tiles of the largest group
+  int64_t tail_first = 0;       // the first of the last `threads` items (or tiles of them)
   bool partials = false;        // results go through partials and the combine
 };
 
@@ -238,13 +239,15 @@ bool merge_tiles(std::vector<core::QueryTile>& merged, const std::vector<core::Q
 
 // Threads take items as they come free, so they finish up to an item apart. Where items group
 // several tiles (decode), the last `threads` items run one tile each instead: the threads, which
-// reach them up to one grouped item apart, then finish about one tile's item apart. Which thread
-// runs which tile changes no arithmetic, and each tile keeps its piece slots and merge.
+// reach them up to one grouped item apart, then finish about one tile's item apart (those items,
+// from tail_first, are not claimed ahead: FastEngine::run). Which thread runs which tile changes
+// no arithmetic, and each tile keeps its piece slots and merge.
 void run_last_items_by_tile(Plan& plan, int threads) {
   const size_t n = plan.items.size();
   const size_t tail = std::min(n, size_t(threads));
   std::vector<int64_t> own_group(plan.tiles.size(), -1);  // a group of the tile alone
   std::vector<WorkItem> items(plan.items.begin(), plan.items.end() - int64_t(tail));
+  plan.tail_first = int64_t(items.size());
   for (size_t i = n - tail; i < n; ++i) {
     const WorkItem& item = plan.items[i];
     const TileGroup g = plan.groups[size_t(item.group)];
@@ -348,6 +351,7 @@ Plan make_plan(const core::Problem& p, const core::SplitParams& split, int threa
                        [&](const WorkItem& x, const WorkItem& y) { return x.count > y.count; });
     }
   }
+  plan.tail_first = std::max<int64_t>(0, int64_t(plan.items.size()) - threads);
   if (group_tiles > 1) run_last_items_by_tile(plan, threads);
   return plan;
 }
@@ -657,27 +661,30 @@ class FastEngine {
     }
     // Items are taken one at a time as threads come free. With the direct-row kernels (decode) a
     // thread claims its next item when it starts one, so that the last tile of an item fetches
-    // the first of the next (which a thread otherwise reads without a fetch ahead); at the end
-    // that can leave one claimed item waiting while another thread has none, so other plans claim
-    // as they finish.
+    // the first of the next (which a thread otherwise reads without a fetch ahead). Claimed ahead,
+    // an item waits for the one before it while another thread may have none, so the last items
+    // (from tail_first), and every item of other plans, are claimed as threads finish.
     std::atomic<int64_t> next_item{0};
     const auto claim = [&] { return next_item.fetch_add(1, std::memory_order_relaxed); };
+    const int64_t ahead_until = direct_ ? plan_.tail_first : 0;
 #pragma omp parallel num_threads(threads_)
     {
       const FlushSubnormals flush;
       Scratch& scratch = thread_scratch(scratch_shape());
       int64_t i = claim();
       while (i < items) {
-        const int64_t following = direct_ ? claim() : items;
+        const int64_t following =
+            next_item.load(std::memory_order_relaxed) < ahead_until ? claim() : -1;
         const WorkItem& item = plan_.items[size_t(i)];
-        run_item(item, scratch, following < items ? &plan_.items[size_t(following)] : nullptr);
+        run_item(item, scratch,
+                 following >= 0 && following < items ? &plan_.items[size_t(following)] : nullptr);
         // acq_rel: the merge sees every piece stored before the other threads' decrements.
         const int64_t stored = plan_.groups[size_t(item.group)].count;
         if (item.merge >= 0 && merge_waits[size_t(item.merge)].fetch_sub(
                                    stored, std::memory_order_acq_rel) == stored) {
           merge_pieces(plan_.merges[size_t(item.merge)], scratch);
         }
-        i = direct_ ? following : claim();
+        i = following >= 0 ? following : claim();
       }
       if (row_tiles_) kernels_.release_tiles();
     }
