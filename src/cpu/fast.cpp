@@ -7,8 +7,11 @@
 #include <algorithm>
 #include <atomic>
 #include <bit>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <new>
 #include <vector>
@@ -612,10 +615,66 @@ class FlushSubnormals {
   [[maybe_unused]] unsigned saved_ = 0;
 };
 
+// The phases of one engine run, for MXATTN_CPU_PHASES (set and not "0"; read at every run): the
+// plan, the buffers, each thread's start (its scratch in hand) and end, the parallel region and
+// the combine, in microseconds from the engine's construction, printed on stderr as one line
+// after the run. Unset, nothing is timed. A diagnostic: the spread of the threads' ends is what
+// the last items by head and their claims (run_last_items_by_tile) cut (docs/design.md).
+class PhaseLog {
+ public:
+  PhaseLog() : t0_(Clock::now()) {
+    const char* v = std::getenv("MXATTN_CPU_PHASES");
+    on_ = v != nullptr && *v != 0 && !(v[0] == '0' && v[1] == 0);
+  }
+  bool on() const { return on_; }
+  void mark(double& at) const {
+    if (on_) at = now_us();
+  }
+  // Thread slots: taken in the order threads enter, so no OpenMP call is needed.
+  void begin_threads(int threads) {
+    if (!on_) return;
+    started_.assign(size_t(threads), 0.0);
+    ended_.assign(size_t(threads), 0.0);
+  }
+  int thread_started() {
+    if (!on_) return -1;
+    const int slot = next_slot_.fetch_add(1, std::memory_order_relaxed);
+    started_[size_t(slot)] = now_us();
+    return slot;
+  }
+  void thread_ended(int slot) {
+    if (slot >= 0) ended_[size_t(slot)] = now_us();
+  }
+  void print(int threads, int64_t items, int64_t tail_first) const {
+    if (!on_) return;
+    const int n = next_slot_.load(std::memory_order_relaxed);
+    const auto [s0, s1] = std::minmax_element(started_.begin(), started_.begin() + n);
+    const auto [e0, e1] = std::minmax_element(ended_.begin(), ended_.begin() + n);
+    std::fprintf(stderr,
+                 "mxattn cpu phases: %d threads, %lld items (last %lld claimed as threads "
+                 "finish); us from construction: plan %.1f, buffers %.1f, threads started "
+                 "%.1f-%.1f, ended %.1f-%.1f, region %.1f, combine %.1f\n",
+                 threads, static_cast<long long>(items), static_cast<long long>(items - tail_first),
+                 plan, buffers, *s0, *s1, *e0, *e1, region, combine);
+  }
+  double plan = 0, buffers = 0, region = 0, combine = 0;
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  double now_us() const {
+    return std::chrono::duration<double, std::micro>(Clock::now() - t0_).count();
+  }
+  Clock::time_point t0_;
+  bool on_ = false;
+  std::atomic<int> next_slot_{0};
+  std::vector<double> started_, ended_;
+};
+
 class FastEngine {
  public:
   FastEngine(SimdIsa isa, const core::Problem& p, const core::SplitParams& split, int threads)
-      : kernels_(fast_kernels(isa)),
+      : phases_(),
+        kernels_(fast_kernels(isa)),
         p_(p),
         split_(split),
         threads_(thread_count(threads)),
@@ -641,6 +700,7 @@ class FastEngine {
                                                 : kPad)) {}
 
   void run() {
+    phases_.mark(phases_.plan);
     std::unique_ptr<PartialStore> partials;
     if (plan_.partials) {
       partials = std::make_unique<PartialStore>(p_, core::partial_slots(p_, split_));
@@ -667,10 +727,13 @@ class FastEngine {
     std::atomic<int64_t> next_item{0};
     const auto claim = [&] { return next_item.fetch_add(1, std::memory_order_relaxed); };
     const int64_t ahead_until = direct_ ? plan_.tail_first : 0;
+    phases_.mark(phases_.buffers);
+    phases_.begin_threads(threads_);
 #pragma omp parallel num_threads(threads_)
     {
       const FlushSubnormals flush;
       Scratch& scratch = thread_scratch(scratch_shape());
+      const int slot = phases_.thread_started();
       int64_t i = claim();
       while (i < items) {
         const int64_t following =
@@ -687,13 +750,17 @@ class FastEngine {
         i = following >= 0 ? following : claim();
       }
       if (row_tiles_) kernels_.release_tiles();
+      phases_.thread_ended(slot);
     }
+    phases_.mark(phases_.region);
     if (!plan_.partials) {
       write_empty_tiles();
-      return;
+    } else {
+      combine_partials(*partial_views_, threads_,
+                       [&](int64_t b, int64_t h, int64_t i) { return lse_shift(p_, b, h, i); });
     }
-    combine_partials(*partial_views_, threads_,
-                     [&](int64_t b, int64_t h, int64_t i) { return lse_shift(p_, b, h, i); });
+    phases_.mark(phases_.combine);
+    phases_.print(threads_, items, plan_.tail_first);
   }
 
  private:
@@ -1248,6 +1315,7 @@ class FastEngine {
     }
   }
 
+  PhaseLog phases_;  // first: its clock starts before the plan is made
   const FastKernels& kernels_;
   const core::Problem& p_;
   core::SplitParams split_;

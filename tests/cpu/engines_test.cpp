@@ -6,7 +6,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -111,26 +113,32 @@ double relative_error(const std::vector<float>& want, const std::vector<float>& 
   return largest > 0 ? err / largest : err;
 }
 
-// MXATTN_CPU_ROW_TILES set to `mode` while it lives, then as it was.
-class RowTilesMode {
+// The environment variable `name` set to `value` (unset where null) while this lives, then as it
+// was.
+class ScopedEnv {
  public:
-  explicit RowTilesMode(const char* mode) {
-    if (const char* old = std::getenv(kName)) saved_ = old;
-    setenv(kName, mode, 1);
-  }
-  ~RowTilesMode() {
-    if (saved_.empty()) {
-      unsetenv(kName);
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) saved_ = old;
+    had_ = std::getenv(name) != nullptr;
+    if (value) {
+      setenv(name, value, 1);
     } else {
-      setenv(kName, saved_.c_str(), 1);
+      unsetenv(name);
     }
   }
-  RowTilesMode(const RowTilesMode&) = delete;
-  RowTilesMode& operator=(const RowTilesMode&) = delete;
+  ~ScopedEnv() {
+    if (had_) {
+      setenv(name_.c_str(), saved_.c_str(), 1);
+    } else {
+      unsetenv(name_.c_str());
+    }
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
 
  private:
-  static constexpr const char* kName = "MXATTN_CPU_ROW_TILES";
-  std::string saved_;
+  std::string name_, saved_;
+  bool had_ = false;
 };
 
 // Few query rows a tile (decode and a few tokens) through the AMX set's few-row tile kernel
@@ -171,7 +179,7 @@ TEST(FastEngine, RowTilesMatchReference) {
     const Outputs want = p.outputs();
     for (const char* mode : {"none", "bf16", "all"}) {
       SCOPED_TRACE(mode);
-      const RowTilesMode set(mode);
+      const ScopedEnv set("MXATTN_CPU_ROW_TILES", mode);
       ASSERT_NO_FATAL_FAILURE(expect_every_kernel_set_matches(p, want));
     }
   }
@@ -291,6 +299,49 @@ TEST(FastEngineApi, RunsTheBestKernelSet) {
     ASSERT_TRUE(p.run(Engine::cpu_fast).is_ok());
     ASSERT_TRUE(outputs_bitwise_equal(want, p.outputs()));
   }
+}
+
+// MXATTN_CPU_PHASES=1 prints one line of phase times on stderr for each fast engine run, in the
+// order the phases run; unset or "0", nothing. A decode over several threads, whose last items
+// are claimed as threads finish.
+TEST(FastEngineApi, PhasesOnRequest) {
+  Spec spec;
+  spec.seed = 3401;
+  spec.heads_q = 16;
+  spec.heads_kv = 8;
+  spec.dim_qk = spec.dim_v = 64;
+  spec.seq_k = 4160;
+  TestProblem p(spec);
+  const auto line_of = [&](const char* value) {
+    const ScopedEnv set("MXATTN_CPU_PHASES", value);
+    ::testing::internal::CaptureStderr();
+    const Status status = p.run_fast_with(cpu::chosen_isa(), 3);
+    const std::string err = ::testing::internal::GetCapturedStderr();
+    EXPECT_TRUE(status.is_ok());
+    return err;
+  };
+  EXPECT_EQ(line_of(nullptr), "");
+  EXPECT_EQ(line_of("0"), "");
+  const std::string line = line_of("1");
+  SCOPED_TRACE(line);
+  int threads = 0;
+  long long items = 0, last = 0;
+  double plan = 0, buffers = 0, s0 = 0, s1 = 0, e0 = 0, e1 = 0, region = 0, combine = 0;
+  const int fields = std::sscanf(
+      line.c_str(),
+      "mxattn cpu phases: %d threads, %lld items (last %lld claimed as threads finish); us from "
+      "construction: plan %lf, buffers %lf, threads started %lf-%lf, ended %lf-%lf, region %lf, "
+      "combine %lf\n",
+      &threads, &items, &last, &plan, &buffers, &s0, &s1, &e0, &e1, &region, &combine);
+  ASSERT_EQ(fields, 11);
+  EXPECT_EQ(threads, 3);
+  EXPECT_GT(items, last);
+  EXPECT_GT(last, 0);
+  EXPECT_EQ(std::count(line.begin(), line.end(), '\n'), 1);
+  const double order[] = {0, plan, buffers, s0, s1, e1, region, combine};
+  for (size_t i = 1; i < std::size(order); ++i) EXPECT_LE(order[i - 1], order[i]) << i;
+  EXPECT_LE(s0, e0);
+  EXPECT_LE(e0, e1);
 }
 
 }  // namespace
