@@ -645,7 +645,8 @@ class PhaseLog {
   void thread_ended(int slot) {
     if (slot >= 0) ended_[size_t(slot)] = now_us();
   }
-  void print(int threads, int64_t items, int64_t tail_first) const {
+  // Items from `ahead_until` on are claimed as threads finish.
+  void print(int threads, int64_t items, int64_t ahead_until) const {
     if (!on_) return;
     const int n = next_slot_.load(std::memory_order_relaxed);
     const auto [s0, s1] = std::minmax_element(started_.begin(), started_.begin() + n);
@@ -654,8 +655,9 @@ class PhaseLog {
                  "mxattn cpu phases: %d threads, %lld items (last %lld claimed as threads "
                  "finish); us from construction: plan %.1f, buffers %.1f, threads started "
                  "%.1f-%.1f, ended %.1f-%.1f, region %.1f, combine %.1f\n",
-                 threads, static_cast<long long>(items), static_cast<long long>(items - tail_first),
-                 plan, buffers, *s0, *s1, *e0, *e1, region, combine);
+                 threads, static_cast<long long>(items),
+                 static_cast<long long>(items - ahead_until), plan, buffers, *s0, *s1, *e0, *e1,
+                 region, combine);
   }
   double plan = 0, buffers = 0, region = 0, combine = 0;
 
@@ -760,7 +762,7 @@ class FastEngine {
                        [&](int64_t b, int64_t h, int64_t i) { return lse_shift(p_, b, h, i); });
     }
     phases_.mark(phases_.combine);
-    phases_.print(threads_, items, plan_.tail_first);
+    phases_.print(threads_, items, ahead_until);
   }
 
  private:
