@@ -354,8 +354,11 @@ Plan make_plan(const core::Problem& p, const core::SplitParams& split, int threa
                        [&](const WorkItem& x, const WorkItem& y) { return x.count > y.count; });
     }
   }
-  plan.tail_first = std::max<int64_t>(0, int64_t(plan.items.size()) - threads);
-  if (group_tiles > 1) run_last_items_by_tile(plan, threads);
+  if (group_tiles > 1) {
+    run_last_items_by_tile(plan, threads);
+  } else {
+    plan.tail_first = std::max<int64_t>(0, int64_t(plan.items.size()) - threads);
+  }
   return plan;
 }
 
@@ -626,7 +629,6 @@ class PhaseLog {
     const char* v = std::getenv("MXATTN_CPU_PHASES");
     on_ = v != nullptr && *v != 0 && !(v[0] == '0' && v[1] == 0);
   }
-  bool on() const { return on_; }
   void mark(double& at) const {
     if (on_) at = now_us();
   }

@@ -118,8 +118,9 @@ double relative_error(const std::vector<float>& want, const std::vector<float>& 
 class ScopedEnv {
  public:
   ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) saved_ = old;
-    had_ = std::getenv(name) != nullptr;
+    const char* old = std::getenv(name);
+    had_ = old != nullptr;
+    if (had_) saved_ = old;
     if (value) {
       setenv(name, value, 1);
     } else {
