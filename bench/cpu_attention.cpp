@@ -9,10 +9,13 @@
 //                    [--isa portable|avx2|avx512|avx512_vbmi|avx512_bf16|avx512_amx|
 //                           avx512_amx_emulated]
 //                    [--case TEXT] [--decode-keys N] [--kv bf16,e4m3,...]
-//                    [--row-tiles none,bf16,all] [--hot] [--json FILE]
+//                    [--kv-layout bshd,bhsd] [--row-tiles none,bf16,all] [--hot] [--json FILE]
 // --case runs only the cases whose name contains TEXT. --row-tiles runs each decode case once per
 // MXATTN_CPU_ROW_TILES mode (src/cpu/fast.h), alternated run by run within this one process, and
 // prints the median ratio of each mode's runs to the first mode's runs made beside them.
+// --kv-layout bhsd stores the decode caches head-major ([B, Hkv, S, D] and scales
+// [B, Hkv, S, D/32]) and passes them as the strided [B, S, Hkv, D] view; with both layouts the
+// cases of each run alternated and MXFP8's speed over bf16 is printed per layout.
 #include <omp.h>
 
 #include <algorithm>
@@ -224,6 +227,9 @@ struct Case {
   mxattn::Causal causal = mxattn::Causal::none;
   // Decode with --row-tiles: MXATTN_CPU_ROW_TILES for this case's runs (empty: left as it is).
   std::string row_tiles;
+  // Decode: the KV cache stored head-major ([B, Hkv, S, D], as PyTorch's SDPA takes it, and its
+  // scales [B, Hkv, S, D/32]), passed to the engine as the strided [B, S, Hkv, D] view of it.
+  bool head_major = false;
 };
 
 // One KV cache (and its MX scales) of a case.
@@ -246,8 +252,9 @@ void quantize_in_place(HostTensor& t, HostTensor& scales, DType dtype) {
 KvCache make_cache(const Case& c) {
   KvCache kv;
   const bool mx = mxattn::is_mx(c.kv_type);
-  kv.k = random_tensor(mx ? DType::f32 : c.kv_type, {c.batch, c.seq_k, c.heads_kv, c.dim});
-  kv.v = random_tensor(mx ? DType::f32 : c.kv_type, {c.batch, c.seq_k, c.heads_kv, c.dim});
+  const int64_t a = c.head_major ? c.heads_kv : c.seq_k, b = c.head_major ? c.seq_k : c.heads_kv;
+  kv.k = random_tensor(mx ? DType::f32 : c.kv_type, {c.batch, a, b, c.dim});
+  kv.v = random_tensor(mx ? DType::f32 : c.kv_type, {c.batch, a, b, c.dim});
   if (mx) {
     quantize_in_place(kv.k, kv.k_scales, c.kv_type);
     quantize_in_place(kv.v, kv.v_scales, c.kv_type);
@@ -262,6 +269,17 @@ HostTensor copy_of(const HostTensor& t) {
   HostTensor c(v.dtype, std::vector<int64_t>(v.shape, v.shape + v.rank));
   std::memcpy(c.view().data, v.data, size_t(t.bytes()));
   return c;
+}
+
+// A cache tensor as the engine's [B, S, Hkv, ...] view: axes 1 and 2 swapped where it is stored
+// head-major.
+mxattn::TensorView bshd_view(const HostTensor& t, bool head_major) {
+  mxattn::TensorView v = t.view();
+  if (head_major && v.data != nullptr) {
+    std::swap(v.shape[1], v.shape[2]);
+    std::swap(v.stride[1], v.stride[2]);
+  }
+  return v;
 }
 
 // Another copy of a cache, at other addresses: what the timing needs of the copies that keep
@@ -329,11 +347,11 @@ class Runner {
     const KvCache& kv = caches_[size_t(call) % caches_.size()];
     mxattn::AttentionArgs args;
     args.q = q_.view();
-    args.k = kv.k.view();
-    args.v = kv.v.view();
+    args.k = bshd_view(kv.k, c_.head_major);
+    args.v = bshd_view(kv.v, c_.head_major);
     if (mxattn::is_mx(c_.kv_type)) {
-      args.k_scales = kv.k_scales.view();
-      args.v_scales = kv.v_scales.view();
+      args.k_scales = bshd_view(kv.k_scales, c_.head_major);
+      args.v_scales = bshd_view(kv.v_scales, c_.head_major);
     }
     args.o = o_.view();
     args.causal = c_.causal;
@@ -418,7 +436,8 @@ void write_json(const std::string& path, const Ceilings& ce, const std::vector<R
         << ", \"seq_k\": " << r.c.seq_k << ", \"heads_q\": " << r.c.heads_q
         << ", \"heads_kv\": " << r.c.heads_kv << ", \"dim\": " << r.c.dim << ", \"q_type\": \""
         << dtype_name(r.c.q_type) << "\", \"kv_type\": \"" << dtype_name(r.c.kv_type)
-        << "\", \"causal\": \"" << causal_name(r.c.causal) << "\", \"best_ms\": " << r.best_ms
+        << "\", \"causal\": \"" << causal_name(r.c.causal) << "\", \"kv_layout\": \""
+        << (r.c.head_major ? "bhsd" : "bshd") << "\", \"best_ms\": " << r.best_ms
         << ", \"median_ms\": " << r.median_ms << ", \"gflops\": " << r.gflops
         << ", \"gbs\": " << r.gbs << ", \"bytes\": " << r.bytes
         << ", \"percent_of_ceiling\": " << r.percent_of_ceiling
@@ -438,6 +457,7 @@ int main(int argc, char** argv) {
   std::string json_path, only;
   std::vector<DType> decode_kv = {DType::bf16, DType::e4m3};
   std::vector<std::string> row_tiles = {""};
+  std::vector<bool> layouts = {false};  // head-major or not, per --kv-layout
   mxattn::cpu::SimdIsa isa = mxattn::cpu::supported_isas().back();
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
@@ -472,6 +492,16 @@ int main(int argc, char** argv) {
         }
         row_tiles.push_back(mode);
       }
+    } else if (arg == "--kv-layout" && has_value) {
+      layouts.clear();
+      std::stringstream list(argv[++i]);
+      for (std::string name; std::getline(list, name, ',');) {
+        if (name != "bshd" && name != "bhsd") {
+          std::cerr << "--kv-layout " << name << ": not bshd or bhsd\n";
+          return 2;
+        }
+        layouts.push_back(name == "bhsd");
+      }
     } else if (arg == "--hot") {
       hot = true;
     } else if (arg == "--json" && has_value) {
@@ -492,9 +522,13 @@ int main(int argc, char** argv) {
           << " [--threads N] [--reps N] [--isa "
              "portable|avx2|avx512|avx512_vbmi|avx512_bf16|avx512_amx|avx512_amx_emulated] "
              "[--case TEXT]"
-             " [--decode-keys N] [--kv bf16,e4m3,...] [--row-tiles none,bf16,all] [--hot]"
+             " [--decode-keys N] [--kv bf16,e4m3,...] [--kv-layout bshd,bhsd]"
+             " [--row-tiles none,bf16,all] [--hot]"
              " [--json FILE]\n"
              "  --kv: the K/V types of the decode cases: f32, f16, bf16 or MX (default bf16,e4m3)\n"
+             "  --kv-layout: the decode caches stored as bshd ([B, S, Hkv, D], the default) or\n"
+             "               bhsd (head-major, as PyTorch's SDPA takes them); the runs of both\n"
+             "               alternated, MXFP8's speed over bf16 printed per layout\n"
              "  --row-tiles: each decode case once per MXATTN_CPU_ROW_TILES mode, the modes' runs\n"
              "               alternated, with the median ratio of each mode's paired runs to the\n"
              "               first's\n"
@@ -531,20 +565,25 @@ int main(int argc, char** argv) {
       cases.push_back(c);
     }
   }
-  for (DType t : decode_kv) {
-    for (const std::string& mode : row_tiles) {
-      Case c;
-      c.name = "decode " + (t == DType::e4m3 ? std::string("mxfp8-e4m3") : dtype_name(t)) + " kv" +
-               (mode.empty() ? "" : " tiles=" + mode);
-      c.row_tiles = mode;
-      c.kind = "decode";
-      c.seq_q = 1;
-      c.seq_k = decode_keys;
-      c.heads_q = 32;
-      c.heads_kv = 8;
-      c.q_type = DType::bf16;
-      c.kv_type = t;
-      cases.push_back(c);
+  for (const bool head_major : layouts) {
+    for (DType t : decode_kv) {
+      for (const std::string& mode : row_tiles) {
+        Case c;
+        c.name = "decode " + (t == DType::e4m3 ? std::string("mxfp8-e4m3") : dtype_name(t)) +
+                 " kv" +
+                 (layouts.size() > 1 || head_major ? (head_major ? " bhsd" : " bshd") : "") +
+                 (mode.empty() ? "" : " tiles=" + mode);
+        c.row_tiles = mode;
+        c.head_major = head_major;
+        c.kind = "decode";
+        c.seq_q = 1;
+        c.seq_k = decode_keys;
+        c.heads_q = 32;
+        c.heads_kv = 8;
+        c.q_type = DType::bf16;
+        c.kv_type = t;
+        cases.push_back(c);
+      }
     }
   }
 
@@ -595,12 +634,6 @@ int main(int argc, char** argv) {
     results.push_back(summarize(*decode[i], ms[i], reads[i], ce));
     print_row(results.back());
   }
-  const Result* bf16 = nullptr;
-  const Result* fp8 = nullptr;
-  for (const Result& r : results) {
-    if (r.c.kind == "decode" && r.c.kv_type == DType::bf16) bf16 = &r;
-    if (r.c.kind == "decode" && r.c.kv_type == DType::e4m3) fp8 = &r;
-  }
   if (!hot && !decode.empty()) {
     std::printf("\nDecode beside a streaming read made right after each run (median of %d):\n",
                 reps);
@@ -617,7 +650,7 @@ int main(int argc, char** argv) {
       if (r.c.kind != "decode" || r.c.row_tiles == row_tiles[0]) continue;
       for (const Result& first : results) {
         if (first.c.kind != "decode" || first.c.kv_type != r.c.kv_type ||
-            first.c.row_tiles != row_tiles[0]) {
+            first.c.head_major != r.c.head_major || first.c.row_tiles != row_tiles[0]) {
           continue;
         }
         std::vector<double> ratios;
@@ -631,18 +664,30 @@ int main(int argc, char** argv) {
       }
     }
   }
+  // MXFP8 over bf16 per KV layout (with several --row-tiles modes, the last mode's cases); the
+  // JSON's top-level figure is the first layout's.
   Speedup fp8_speedup;
-  if (bf16 != nullptr && fp8 != nullptr) {
-    fp8_speedup.best = bf16->best_ms / fp8->best_ms;
+  for (size_t l = 0; l < layouts.size(); ++l) {
+    const Result* bf16 = nullptr;
+    const Result* fp8 = nullptr;
+    for (const Result& r : results) {
+      if (r.c.kind != "decode" || r.c.head_major != layouts[l]) continue;
+      if (r.c.kv_type == DType::bf16) bf16 = &r;
+      if (r.c.kv_type == DType::e4m3) fp8 = &r;
+    }
+    if (bf16 == nullptr || fp8 == nullptr) continue;
+    Speedup s;
+    s.best = bf16->best_ms / fp8->best_ms;
     std::vector<double> ratios;
     for (size_t i = 0; i < bf16->run_ms.size(); ++i) {
       ratios.push_back(bf16->run_ms[i] / fp8->run_ms[i]);
     }
-    fp8_speedup.alternated = median(ratios);
+    s.alternated = median(ratios);
+    if (l == 0) fp8_speedup = s;
     std::printf(
-        "\nMXFP8 decode is %.2fx faster than bf16 decode (best times; %.2fx, the median of the"
+        "\nMXFP8 decode is %.2fx faster than bf16 decode%s (best times; %.2fx, the median of the"
         " ratios of runs made one after the other)\n",
-        fp8_speedup.best, fp8_speedup.alternated);
+        s.best, layouts.size() > 1 ? (layouts[l] ? ", bhsd" : ", bshd") : "", s.alternated);
   }
   if (!json_path.empty())
     write_json(json_path, ce, results, std::string(mxattn::cpu::isa_name(isa)), fp8_speedup, hot);

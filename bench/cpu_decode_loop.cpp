@@ -3,15 +3,16 @@
 // session 29).
 //
 //   mxattn_bench_cpu_decode_loop [--kv bf16|e4m3] [--kernels fma|tiles] [--fetch on|off]
-//                                [--mib N] [--rounds N] [--json FILE]
+//                                [--layout bshd|bhsd] [--mib N] [--rounds N] [--json FILE]
 //
-// A BSHD cache of 8 KV heads, D 128 (--mib of K and as much of V, in bf16; half that in E4M3), one
-// GQA group of 4 query rows a head. Per tile of 64 keys and per head, as direct_step in
-// src/cpu/fast.cpp does: the FMA kernels (scores_from_rows, softmax_by_rows,
-// accumulate_from_rows) or the AMX tile kernel (attend_rows_bf16), the next tile's rows located
-// and, with --fetch on, fetched in memory order (head h the h-th slice). For the AMX set, one
-// thread. The table gives the loop's time over a cache-resident copy ("cache", scaled to the
-// whole), the loop's fetches and one load a line alone from memory ("read"), the loop from memory
+// A BSHD cache (--layout bhsd: head-major, each head's rows one after the other) of 8 KV heads, D
+// 128 (--mib of K and as much of V, in bf16; half that in E4M3), one GQA group of 4 query rows a
+// head. Per tile of 64 keys and per head, as direct_step in src/cpu/fast.cpp does: the FMA kernels
+// (scores_from_rows, softmax_by_rows, accumulate_from_rows) or the AMX tile kernel
+// (attend_rows_bf16), the next tile's rows located and, with --fetch on, fetched in memory order
+// (head h the h-th slice). For the AMX set, one thread. The table gives the loop's time over a
+// cache-resident copy ("cache", scaled to the whole), the loop's fetches and one load a line alone
+// from memory ("read"), the loop from memory
 // ("memory"), and where that lies between the larger of the first two (0%: the arithmetic hides
 // entirely) and their sum (100%: none of it does).
 #include <xmmintrin.h>
@@ -81,6 +82,7 @@ struct Options {
   DType kv = DType::bf16;
   bool tiles = false;
   bool fetch = true;
+  bool head_major = false;
   int64_t mib = 256;
   int rounds = 3;
   std::string json;
@@ -159,7 +161,8 @@ class Loop {
               std::vector<cpu::RowSource>& values) const {
     for (int64_t j = 0; j < kTile; ++j) {
       for (int64_t h = 0; h < kHeads; ++h) {
-        const int64_t at = ((k0 + j) * kHeads + h) * c.row_bytes;
+        const int64_t at =
+            (o_.head_major ? h * c.keys + k0 + j : (k0 + j) * kHeads + h) * c.row_bytes;
         keys[size_t(j * kHeads + h)] = {c.k.get() + at, scales_};
         values[size_t(j * kHeads + h)] = {c.v.get() + at, scales_};
       }
@@ -217,8 +220,8 @@ class Loop {
 
 int usage(const char* name, int code) {
   std::fprintf(stderr,
-               "usage: %s [--kv bf16|e4m3] [--kernels fma|tiles] [--fetch on|off] [--mib N] "
-               "[--rounds N] [--json FILE]\n",
+               "usage: %s [--kv bf16|e4m3] [--kernels fma|tiles] [--fetch on|off] "
+               "[--layout bshd|bhsd] [--mib N] [--rounds N] [--json FILE]\n",
                name);
   return code;
 }
@@ -238,6 +241,8 @@ int main(int argc, char** argv) {
       o.tiles = value == "tiles";
     } else if (arg == "--fetch" && (value == "on" || value == "off")) {
       o.fetch = value == "on";
+    } else if (arg == "--layout" && (value == "bshd" || value == "bhsd")) {
+      o.head_major = value == "bhsd";
     } else if (arg == "--mib" && std::atoll(value.c_str()) >= 1) {
       o.mib = std::atoll(value.c_str());
     } else if (arg == "--rounds" && std::atoi(value.c_str()) >= 1) {
@@ -263,10 +268,10 @@ int main(int argc, char** argv) {
   const Cache memory = make_cache(keys, row_bytes), cached = make_cache(cached_keys, row_bytes);
   Loop loop(o);
   std::printf(
-      "decode loop: %s, %s kernels, fetch %s, %lld keys x %lld heads (%.0f MiB of K and V), "
+      "decode loop: %s, %s kernels, fetch %s, %s, %lld keys x %lld heads (%.0f MiB of K and V), "
       "one thread\n",
       o.kv == DType::bf16 ? "bf16" : "e4m3", o.tiles ? "tile" : "FMA", o.fetch ? "on" : "off",
-      static_cast<long long>(keys), static_cast<long long>(kHeads),
+      o.head_major ? "bhsd" : "bshd", static_cast<long long>(keys), static_cast<long long>(kHeads),
       2.0 * double(keys * kHeads * row_bytes) / (1 << 20));
   std::printf("%6s %10s %10s %12s %11s\n", "round", "cache ms", "read ms", "memory ms",
               "toward sum");
@@ -295,6 +300,7 @@ int main(int argc, char** argv) {
     out << "{\n  \"benchmark\": \"cpu_decode_loop\",\n  \"kv\": \""
         << (o.kv == DType::bf16 ? "bf16" : "e4m3") << "\",\n  \"kernels\": \""
         << (o.tiles ? "tiles" : "fma") << "\",\n  \"fetch\": " << (o.fetch ? "true" : "false")
+        << ",\n  \"layout\": \"" << (o.head_major ? "bhsd" : "bshd") << "\""
         << ",\n  \"keys\": " << keys << ",\n  \"heads\": " << kHeads << ",\n  \"rounds\": [\n";
     for (size_t i = 0; i < rounds.size(); ++i) {
       const Round& r = rounds[i];
