@@ -32,6 +32,7 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #if defined(__x86_64__)
@@ -417,7 +418,11 @@ struct Speedup {
 };
 
 void write_json(const std::string& path, const Ceilings& ce, const std::vector<Result>& results,
-                const std::string& isa, const Speedup& fp8_speedup, bool hot) {
+                const std::string& isa,
+                const std::vector<std::pair<std::string, Speedup>>& speedups, bool hot) {
+  // The first layout's speedup at the top level (as before --kv-layout), every layout's in
+  // mxfp8_over_bf16_decode_speedup_by_layout.
+  const Speedup fp8_speedup = speedups.empty() ? Speedup{} : speedups.front().second;
   std::ofstream out(path);
   out << "{\n  \"engine\": \"mxattn cpu_fast\",\n  \"isa\": \"" << isa << "\",\n"
       << "  \"threads\": " << ce.threads << ",\n"
@@ -428,6 +433,13 @@ void write_json(const std::string& path, const Ceilings& ce, const std::vector<R
       << ", \"stream_read_gbs\": " << ce.stream_gbs << ", \"stream_bytes\": " << ce.stream_bytes
       << "},\n  \"mxfp8_over_bf16_decode_speedup\": " << fp8_speedup.best
       << ",\n  \"mxfp8_over_bf16_decode_speedup_alternated\": " << fp8_speedup.alternated
+      << ",\n  \"mxfp8_over_bf16_decode_speedup_by_layout\": {";
+  for (size_t i = 0; i < speedups.size(); ++i) {
+    out << (i ? ", " : "") << "\"" << speedups[i].first
+        << "\": {\"best\": " << speedups[i].second.best
+        << ", \"alternated\": " << speedups[i].second.alternated << "}";
+  }
+  out << "}"
       << ",\n  \"cases\": [\n";
   for (size_t i = 0; i < results.size(); ++i) {
     const Result& r = results[i];
@@ -666,7 +678,7 @@ int main(int argc, char** argv) {
   }
   // MXFP8 over bf16 per KV layout (with several --row-tiles modes, the last mode's cases); the
   // JSON's top-level figure is the first layout's.
-  Speedup fp8_speedup;
+  std::vector<std::pair<std::string, Speedup>> speedups;
   for (size_t l = 0; l < layouts.size(); ++l) {
     const Result* bf16 = nullptr;
     const Result* fp8 = nullptr;
@@ -683,13 +695,13 @@ int main(int argc, char** argv) {
       ratios.push_back(bf16->run_ms[i] / fp8->run_ms[i]);
     }
     s.alternated = median(ratios);
-    if (l == 0) fp8_speedup = s;
+    speedups.emplace_back(layouts[l] ? "bhsd" : "bshd", s);
     std::printf(
         "\nMXFP8 decode is %.2fx faster than bf16 decode%s (best times; %.2fx, the median of the"
         " ratios of runs made one after the other)\n",
         s.best, layouts.size() > 1 ? (layouts[l] ? ", bhsd" : ", bshd") : "", s.alternated);
   }
   if (!json_path.empty())
-    write_json(json_path, ce, results, std::string(mxattn::cpu::isa_name(isa)), fp8_speedup, hot);
+    write_json(json_path, ce, results, std::string(mxattn::cpu::isa_name(isa)), speedups, hot);
   return 0;
 }

@@ -2,7 +2,8 @@
 bound by memory, and what that does to MXFP8's speedup over bf16.
 
     python bench/cpu_decode_threads.py --bench BUILD/bench/mxattn_bench_cpu [--threads 1,2,4,8]
-        [--cores 0-15] [--rounds N] [--reps N] [--decode-keys N] [--json FILE] [--plot FILE.png]
+        [--cores 0-15] [--rounds N] [--reps N] [--decode-keys N] [--kv-layout bshd,bhsd]
+        [--json FILE] [--plot FILE.png]
     python bench/cpu_decode_threads.py --from-json FILE --plot FILE.png    (redraws a run's plot)
 
 Each round runs mxattn_bench_cpu's decode cases (B1 Hq32 Hkv8 D128, bf16 and MXFP8 E4M3 K/V) once
@@ -12,7 +13,9 @@ right after each run. Per thread count the table gives the medians over the roun
 case's best time and its share of the read beside it, that read, and MXFP8's speedup over bf16
 (best times, and the median of alternated pairs). With few threads a core's arithmetic per key
 sets the time and MXFP8's half-size cache saves little; with enough threads both read at the
-memory's speed and MXFP8 approaches 2x. The plot (matplotlib) draws both.
+memory's speed and MXFP8 approaches 2x. The plot (matplotlib) draws both. With --kv-layout
+bshd,bhsd each run times the caches stored token-major and head-major (alternated within the run),
+and the table and plot give each layout.
 """
 
 import argparse
@@ -32,51 +35,72 @@ def core_list(text):
     return cores
 
 
-def run_once(bench, threads, cores, reps, keys):
+def run_once(bench, threads, cores, reps, keys, layouts):
     """One pinned run of the benchmark's decode cases: its JSON."""
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "decode.json")
         pin = ",".join(str(c) for c in cores[:threads])
         subprocess.run(["taskset", "-c", pin, bench, "--threads", str(threads), "--reps", str(reps),
-                        "--case", "decode", "--decode-keys", str(keys), "--json", path],
+                        "--case", "decode", "--decode-keys", str(keys), "--kv-layout",
+                        ",".join(layouts), "--json", path],
                        check=True, stdout=subprocess.DEVNULL)
         with open(path) as f:
             return json.load(f)
 
 
+def layouts_of(run):
+    """A run's KV layouts, in order (runs from before --kv-layout: bshd)."""
+    found = []
+    for c in run["cases"]:
+        layout = c.get("kv_layout", "bshd")
+        if layout not in found:
+            found.append(layout)
+    return found
+
+
+def speedup_of(run, layout):
+    """MXFP8 over bf16 in one run for one layout: (best, alternated)."""
+    by_layout = run.get("mxfp8_over_bf16_decode_speedup_by_layout")
+    if by_layout and layout in by_layout:
+        return by_layout[layout]["best"], by_layout[layout]["alternated"]
+    return run["mxfp8_over_bf16_decode_speedup"], run["mxfp8_over_bf16_decode_speedup_alternated"]
+
+
 def summarize(runs):
-    """Per thread count, the medians over its rounds."""
+    """Per thread count and KV layout, the medians over its rounds."""
     rows = []
     for threads in sorted(runs, key=int):
         rounds = runs[threads]
-        row = {"threads": int(threads), "rounds": len(rounds)}
-        for kv in ("bf16", "e4m3"):
-            cases = [c for r in rounds for c in r["cases"] if c["kv_type"] == kv]
-            if not cases:
-                continue
-            row[kv + "_ms"] = statistics.median(c["best_ms"] for c in cases)
-            row[kv + "_gbs"] = statistics.median(c["gbs"] for c in cases)
-            row[kv + "_percent_of_read"] = statistics.median(c["percent_of_read_beside"]
-                                                             for c in cases)
-            row["read_gbs"] = statistics.median(c["read_gbs_beside"] for c in cases)
-        row["mxfp8_speedup"] = statistics.median(r["mxfp8_over_bf16_decode_speedup"] for r in rounds)
-        row["mxfp8_speedup_alternated"] = statistics.median(
-            r["mxfp8_over_bf16_decode_speedup_alternated"] for r in rounds)
-        rows.append(row)
+        for layout in layouts_of(rounds[0]):
+            row = {"threads": int(threads), "layout": layout, "rounds": len(rounds)}
+            for kv in ("bf16", "e4m3"):
+                cases = [c for r in rounds for c in r["cases"]
+                         if c["kv_type"] == kv and c.get("kv_layout", "bshd") == layout]
+                if not cases:
+                    continue
+                row[kv + "_ms"] = statistics.median(c["best_ms"] for c in cases)
+                row[kv + "_gbs"] = statistics.median(c["gbs"] for c in cases)
+                row[kv + "_percent_of_read"] = statistics.median(c["percent_of_read_beside"]
+                                                                 for c in cases)
+                row["read_gbs"] = statistics.median(c["read_gbs_beside"] for c in cases)
+            pairs = [speedup_of(r, layout) for r in rounds]
+            row["mxfp8_speedup"] = statistics.median(p[0] for p in pairs)
+            row["mxfp8_speedup_alternated"] = statistics.median(p[1] for p in pairs)
+            rows.append(row)
     return rows
 
 
 def print_table(rows):
-    print(f"{'threads':>7} {'bf16 ms':>8} {'E4M3 ms':>8} {'read GB/s':>9} {'bf16 % read':>11} "
+    print(f"{'threads':>7} {'layout':>6} {'bf16 ms':>8} {'E4M3 ms':>8} {'read GB/s':>9} {'bf16 % read':>11} "
           f"{'E4M3 % read':>11} {'MXFP8 x':>8} {'alternated':>10}")
     for r in rows:
-        print(f"{r['threads']:7d} {r.get('bf16_ms', 0):8.2f} {r.get('e4m3_ms', 0):8.2f} "
+        print(f"{r['threads']:7d} {r.get('layout', 'bshd'):>6} {r.get('bf16_ms', 0):8.2f} {r.get('e4m3_ms', 0):8.2f} "
               f"{r.get('read_gbs', 0):9.1f} {r.get('bf16_percent_of_read', 0):10.1f}% "
               f"{r.get('e4m3_percent_of_read', 0):10.1f}% {r['mxfp8_speedup']:7.2f}x "
               f"{r['mxfp8_speedup_alternated']:9.2f}x")
 
 
-def plot(rows, path):
+def plot(rows, path, keys):
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -84,29 +108,43 @@ def plot(rows, path):
     except ImportError:
         print("matplotlib is not installed: no plot")
         return
-    threads = [r["threads"] for r in rows]
+    layouts = []
+    for r in rows:
+        if r.get("layout", "bshd") not in layouts:
+            layouts.append(r.get("layout", "bshd"))
+    several = len(layouts) > 1
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
-    left.plot(threads, [r.get("read_gbs", 0) for r in rows], "k--", label="streaming read")
-    left.plot(threads, [r.get("bf16_gbs", 0) for r in rows], "o-", label="decode, bf16 K/V")
-    left.plot(threads, [r.get("e4m3_gbs", 0) for r in rows], "s-", label="decode, MXFP8 E4M3 K/V")
+    for i, layout in enumerate(layouts):
+        mine = [r for r in rows if r.get("layout", "bshd") == layout]
+        threads = [r["threads"] for r in mine]
+        style = "-" if i == 0 else "--"
+        tag = f", {layout}" if several else ""
+        if i == 0:
+            left.plot(threads, [r.get("read_gbs", 0) for r in mine], "k:", label="streaming read")
+        left.plot(threads, [r.get("bf16_gbs", 0) for r in mine], "o" + style, color="C0",
+                  label="decode, bf16 K/V" + tag)
+        left.plot(threads, [r.get("e4m3_gbs", 0) for r in mine], "s" + style, color="C1",
+                  label="decode, MXFP8 E4M3 K/V" + tag)
+        right.plot(threads, [r["mxfp8_speedup"] for r in mine], "o" + style, color="C2",
+                   label="best times" + tag)
+        right.plot(threads, [r["mxfp8_speedup_alternated"] for r in mine], "s" + style,
+                   color="C3", label="alternated pairs" + tag)
+    threads = sorted({r["threads"] for r in rows})
     left.set_xlabel("threads")
     left.set_ylabel("GB/s of K/V read")
     left.set_xscale("log", base=2)
-    left.legend()
-    right.plot(threads, [r["mxfp8_speedup"] for r in rows], "o-", label="best times")
-    right.plot(threads, [r["mxfp8_speedup_alternated"] for r in rows], "s-",
-               label="alternated pairs")
+    left.legend(fontsize=8)
     right.axhline(1.6, color="gray", linestyle=":", label="1.6x")
     right.set_xlabel("threads")
     right.set_ylabel("MXFP8 decode speedup over bf16")
     right.set_xscale("log", base=2)
     top = max([2.1] + [r["mxfp8_speedup"] + 0.1 for r in rows])
     right.set_ylim(0.8, top)
-    right.legend()
+    right.legend(fontsize=8)
     for axis in (left, right):
         axis.set_xticks(threads)
         axis.set_xticklabels([str(t) for t in threads])
-    fig.suptitle("CPU decode, B1 Hq32 Hkv8 D128, 32k keys")
+    fig.suptitle(f"CPU decode, B1 Hq32 Hkv8 D128, {keys} keys")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     print(f"plot: {path}")
@@ -120,6 +158,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--decode-keys", type=int, default=32768)
+    ap.add_argument("--kv-layout", default="bshd",
+                    help="KV cache layouts, comma-separated: bshd (token-major), bhsd (head-major)")
     ap.add_argument("--json")
     ap.add_argument("--plot")
     ap.add_argument("--from-json", help="redraw the table and plot of an earlier run's JSON")
@@ -127,7 +167,8 @@ def main():
 
     if args.from_json:
         with open(args.from_json) as f:
-            rows = json.load(f)["summary"]
+            saved = json.load(f)
+        rows, keys = saved["summary"], saved.get("decode_keys", 32768)
     else:
         if not args.bench:
             ap.error("--bench or --from-json is required")
@@ -140,15 +181,17 @@ def main():
             for t in counts:
                 print(f"round {r + 1}/{args.rounds}: {t} threads", flush=True)
                 runs.setdefault(str(t), []).append(
-                    run_once(args.bench, t, cores, args.reps, args.decode_keys))
-        rows = summarize(runs)
+                    run_once(args.bench, t, cores, args.reps, args.decode_keys,
+                             args.kv_layout.split(",")))
+        rows, keys = summarize(runs), args.decode_keys
         if args.json:
             with open(args.json, "w") as f:
-                json.dump({"decode_keys": args.decode_keys, "cores": cores, "summary": rows,
+                json.dump({"decode_keys": args.decode_keys, "cores": cores,
+                           "kv_layouts": args.kv_layout.split(","), "summary": rows,
                            "runs": runs}, f, indent=1)
     print_table(rows)
     if args.plot:
-        plot(rows, args.plot)
+        plot(rows, args.plot, keys)
 
 
 if __name__ == "__main__":
