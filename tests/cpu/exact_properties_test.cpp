@@ -1,7 +1,7 @@
 // Properties that hold bit for bit on both CPU engines, the fast one with every kernel set: GQA is
-// KV heads repeated, an all-present sparse layout is dense, a paged cache is the dense one, memory
-// outside the valid keys changes nothing, and rows that see nothing give exactly 0 and -inf on
-// every path.
+// KV heads repeated, an all-present sparse layout is dense, a paged cache is the dense one, a
+// head-major cache is the token-major one, memory outside the valid keys changes nothing, and rows
+// that see nothing give exactly 0 and -inf on every path.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -247,6 +247,42 @@ TEST_P(ExactTest, LongDecodeIsTheSameAtEveryThreadCount) {
       ASSERT_TRUE(GetParam().run(p, threads).is_ok());
       ASSERT_TRUE(outputs_bitwise_equal(want, p.outputs()));
     }
+  }
+}
+
+// A head-major cache (K, V and their scales stored [B or pages, Hkv, keys, ...], passed as the
+// usual view with its strides) reads the same values as a token-major one: decode (the direct-row
+// and tile kernels, bf16 and E4M3 rows, dense and paged, split or not) and many query rows give the
+// same bits.
+TEST_P(ExactTest, HeadMajorCacheChangesNothing) {
+  for (int variant = 0; variant < 6; ++variant) {
+    Spec spec;
+    spec.seed = 12300 + uint64_t(variant);
+    spec.seq_q = variant < 4 ? 1 : 37;
+    spec.seq_k = variant < 4 ? 1088 + 64 * variant : 300;
+    spec.heads_q = 16;
+    spec.heads_kv = 8;
+    spec.dim_qk = spec.dim_v = 128;
+    spec.q_type = variant % 3 == 2 ? DType::f32 : DType::bf16;
+    spec.k_type = spec.v_type = variant % 2 == 0 ? DType::bf16 : DType::e4m3;
+    spec.o_type = DType::bf16;
+    spec.page_size = variant == 2 || variant == 3 ? 64 : 0;
+    spec.split_kv = variant == 1 ? 3 : 1;
+    spec.partials = variant == 1;
+    spec.lse = true;
+    spec.kv_len = {int32_t(spec.seq_k - 9 * variant)};
+    SCOPED_TRACE(spec.describe());
+    TestProblem token_major(spec);
+    ASSERT_TRUE(GetParam().run(token_major, 2).is_ok());
+    const Outputs want = token_major.outputs();
+    Spec head_major = spec;
+    head_major.kv_head_major = true;
+    TestProblem p(head_major, token_major.data());
+    // Each head's keys one after the other: a key apart by a row, a head apart by all the keys.
+    ASSERT_EQ(p.args().k.stride[2], p.args().k.shape[1] * p.args().k.stride[1]);
+    ASSERT_LT(token_major.args().k.stride[2], token_major.args().k.stride[1]);
+    ASSERT_TRUE(GetParam().run(p, 2).is_ok());
+    EXPECT_TRUE(outputs_bitwise_equal(want, p.outputs()));
   }
 }
 

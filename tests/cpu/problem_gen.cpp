@@ -275,7 +275,8 @@ std::string Spec::describe() const {
     << " sparse_per_b=" << sparse_per_batch << " sparse_per_h=" << sparse_per_head
     << " split_kv=" << split_kv << " auto_target=" << auto_target << " tile_m=" << tile_m
     << " tile_n=" << tile_n << " early_exit=" << early_exit << " partials=" << partials
-    << " counts=" << counts << " strided=" << strided << " poison_padding=" << poison_padding;
+    << " counts=" << counts << " strided=" << strided << " kv_head_major=" << kv_head_major
+    << " poison_padding=" << poison_padding;
   return s.str();
 }
 
@@ -430,21 +431,28 @@ void TestProblem::build() {
                                            {outer, inner, heads, dim / 32})
                        : TensorView{};
   };
+  // A [outer, keys, Hkv, ...] K or V tensor (or scales along the head dim) as the spec lays it.
+  const auto kv_view = [&](DType type, const std::vector<int64_t>& shape) {
+    if (!s.kv_head_major) return allocate_laid_out(storage_, rng, s.strided, type, shape);
+    return allocate(storage_, type, shape, {0, 2, 1, 3}, 1, 0);
+  };
 
   a.q = allocate_laid_out(storage_, rng, s.strided, s.q_type,
                           {s.batch, s.seq_q, s.heads_q, s.dim_qk});
-  a.k = allocate_laid_out(storage_, rng, s.strided, s.k_type,
-                          {kv_outer, kv_slots, s.heads_kv, s.dim_qk});
-  a.v = allocate_laid_out(storage_, rng, s.strided, s.v_type,
-                          {kv_outer, kv_slots, s.heads_kv, s.dim_v});
+  a.k = kv_view(s.k_type, {kv_outer, kv_slots, s.heads_kv, s.dim_qk});
+  a.v = kv_view(s.v_type, {kv_outer, kv_slots, s.heads_kv, s.dim_v});
   a.q_scales = scale_view(s.q_type, s.batch, s.seq_q, s.heads_q, s.dim_qk);
-  a.k_scales = scale_view(s.k_type, kv_outer, kv_slots, s.heads_kv, s.dim_qk);
+  a.k_scales = is_mx(s.k_type)
+                   ? kv_view(DType::e8m0, {kv_outer, kv_slots, s.heads_kv, s.dim_qk / 32})
+                   : TensorView{};
   const bool v_keys = is_mx(s.v_type) && s.v_axis == VScaleAxis::keys;
   if (v_keys) {
     a.v_scales = allocate_laid_out(storage_, rng, s.strided, DType::e8m0,
                                    {kv_outer, s.heads_kv, (kv_slots + 31) / 32, s.dim_v});
   } else {
-    a.v_scales = scale_view(s.v_type, kv_outer, kv_slots, s.heads_kv, s.dim_v);
+    a.v_scales = is_mx(s.v_type)
+                     ? kv_view(DType::e8m0, {kv_outer, kv_slots, s.heads_kv, s.dim_v / 32})
+                     : TensorView{};
   }
   a.v_scale_axis = v_keys ? VScaleAxis::keys : VScaleAxis::head_dim;
 

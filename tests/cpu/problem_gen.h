@@ -88,7 +88,11 @@ struct Spec {
   bool partials = false;  // ask for O_s and L_s
   bool counts = false;    // ask for the exact counts
 
-  bool strided = false;        // permuted and padded layouts for Q, K, V, scales, O and LSE
+  bool strided = false;  // permuted and padded layouts for Q, K, V, scales, O and LSE
+  // K, V and their scales (along the head dim) stored head-major: [B or pages, Hkv, keys, ...]
+  // in memory, passed as the usual [B or pages, keys, Hkv, ...] view (PyTorch's [B, H, S, D]).
+  // Not with `strided`.
+  bool kv_head_major = false;
   bool poison_padding = true;  // NaN / Inf in every key slot no valid key maps to
 
   bool paged() const { return page_size > 0; }
