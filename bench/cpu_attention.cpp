@@ -514,6 +514,10 @@ int main(int argc, char** argv) {
         }
         layouts.push_back(name == "bhsd");
       }
+      if (layouts.empty()) {
+        std::cerr << "--kv-layout: give bshd, bhsd or both\n";
+        return 2;
+      }
     } else if (arg == "--hot") {
       hot = true;
     } else if (arg == "--json" && has_value) {
