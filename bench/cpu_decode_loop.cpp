@@ -5,16 +5,16 @@
 //   mxattn_bench_cpu_decode_loop [--kv bf16|e4m3] [--kernels fma|tiles] [--fetch on|off]
 //                                [--layout bshd|bhsd] [--mib N] [--rounds N] [--json FILE]
 //
-// A BSHD cache (--layout bhsd: head-major, each head's rows one after the other) of 8 KV heads, D
-// 128 (--mib of K and as much of V, in bf16; half that in E4M3), one GQA group of 4 query rows a
-// head. Per tile of 64 keys and per head, as direct_step in src/cpu/fast.cpp does: the FMA kernels
-// (scores_from_rows, softmax_by_rows, accumulate_from_rows) or the AMX tile kernel
+// A BSHD cache (--layout bhsd: head-major, each head's rows one after the other) of 8 KV heads,
+// D 128 (--mib of K and as much of V, in bf16; half that in E4M3), one GQA group of 4 query rows
+// a head. Per tile of 64 keys and per head, as direct_step in src/cpu/fast.cpp does: the FMA
+// kernels (scores_from_rows, softmax_by_rows, accumulate_from_rows) or the AMX tile kernel
 // (attend_rows_bf16), the next tile's rows located and, with --fetch on, fetched in memory order
 // (head h the h-th slice). For the AMX set, one thread. The table gives the loop's time over a
-// cache-resident copy ("cache", scaled to the whole), the loop's fetches and one load a line alone
-// from memory ("read"), the loop from memory
-// ("memory"), and where that lies between the larger of the first two (0%: the arithmetic hides
-// entirely) and their sum (100%: none of it does).
+// cache-resident copy ("cache", scaled to the whole), the loop's fetches and one load a line
+// alone from memory ("read"), the loop from memory ("memory"), and where that lies between the
+// larger of the first two (0%: the arithmetic hides entirely) and their sum (100%: none of it
+// does).
 #include <xmmintrin.h>
 
 #include <algorithm>

@@ -48,14 +48,20 @@ def run_once(bench, threads, cores, reps, keys, layouts):
             return json.load(f)
 
 
-def layouts_of(run):
-    """A run's KV layouts, in order (runs from before --kv-layout: bshd)."""
+def layouts_in(entries):
+    """The KV layouts of cases or summary rows, in order of first appearance (bshd where an entry
+    predates --kv-layout)."""
     found = []
-    for c in run["cases"]:
-        layout = c.get("kv_layout", "bshd")
+    for e in entries:
+        layout = e.get("kv_layout", e.get("layout", "bshd"))
         if layout not in found:
             found.append(layout)
     return found
+
+
+def layouts_of(run):
+    """A run's KV layouts, in order."""
+    return layouts_in(run["cases"])
 
 
 def speedup_of(run, layout):
@@ -101,15 +107,16 @@ def summarize(runs):
 
 
 def print_table(rows):
-    print(f"{'threads':>7} {'layout':>6} {'bf16 ms':>8} {'E4M3 ms':>8} {'read GB/s':>9} {'bf16 % read':>11} "
-          f"{'E4M3 % read':>11} {'MXFP8 x':>8} {'alternated':>10}")
+    print(f"{'threads':>7} {'layout':>6} {'bf16 ms':>8} {'E4M3 ms':>8} {'read GB/s':>9} "
+          f"{'bf16 % read':>11} {'E4M3 % read':>11} {'MXFP8 x':>8} {'alternated':>10}")
     for r in rows:
-        print(f"{r['threads']:7d} {r.get('layout', 'bshd'):>6} {r.get('bf16_ms', 0):8.2f} {r.get('e4m3_ms', 0):8.2f} "
-              f"{r.get('read_gbs', 0):9.1f} {r.get('bf16_percent_of_read', 0):10.1f}% "
-              f"{r.get('e4m3_percent_of_read', 0):10.1f}% {r['mxfp8_speedup']:7.2f}x "
-              + (f"{r['mxfp8_speedup_alternated']:9.2f}x"
-                 if r['mxfp8_speedup_alternated'] == r['mxfp8_speedup_alternated'] else
-                 f"{'-':>10}"))
+        alternated = r["mxfp8_speedup_alternated"]
+        print(f"{r['threads']:7d} {r.get('layout', 'bshd'):>6} {r.get('bf16_ms', 0):8.2f} "
+              f"{r.get('e4m3_ms', 0):8.2f} {r.get('read_gbs', 0):9.1f} "
+              f"{r.get('bf16_percent_of_read', 0):10.1f}% "
+              f"{r.get('e4m3_percent_of_read', 0):10.1f}% "
+              f"{r['mxfp8_speedup']:7.2f}x "
+              + (f"{alternated:9.2f}x" if alternated == alternated else f"{'-':>10}"))
 
 
 def plot(rows, path, keys):
@@ -120,10 +127,7 @@ def plot(rows, path, keys):
     except ImportError:
         print("matplotlib is not installed: no plot")
         return
-    layouts = []
-    for r in rows:
-        if r.get("layout", "bshd") not in layouts:
-            layouts.append(r.get("layout", "bshd"))
+    layouts = layouts_in(rows)
     several = len(layouts) > 1
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
     for i, layout in enumerate(layouts):

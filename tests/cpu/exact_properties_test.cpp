@@ -147,7 +147,6 @@ TEST_P(ExactTest, DenseF32ReadInPlaceEqualsPagedGathered) {
     spec.dim_v = 32;
     spec.causal = Causal::bottom_right;
     spec.kv_len = {192, 150};
-    spec.lse = true;
     spec.split_kv = 3;
     spec.tile_m = 16;
     spec.tile_n = 32;
@@ -188,7 +187,6 @@ TEST_P(ExactTest, EmptyRowsAreZeroAndMinusInfOnEveryPath) {
     if (seed % 3 == 0) spec.window = 0;
     if (spec.causal == Causal::prefix) spec.prefix_offset.assign(size_t(spec.batch), 0);
     if (spec.sparse()) spec.sparse_density = 0.3;
-    spec.lse = true;
     for (int32_t split_kv : {1, 3, 0}) {
       for (bool partials : {false, true}) {
         Spec path = spec;
@@ -269,7 +267,6 @@ TEST_P(ExactTest, HeadMajorCacheChangesNothing) {
     spec.page_size = variant == 2 || variant == 3 ? 64 : 0;
     spec.split_kv = variant == 1 ? 3 : 1;
     spec.partials = variant == 1;
-    spec.lse = true;
     spec.kv_len = {int32_t(spec.seq_k - 9 * variant)};
     SCOPED_TRACE(spec.describe());
     TestProblem token_major(spec);

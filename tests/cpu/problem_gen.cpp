@@ -425,34 +425,28 @@ void TestProblem::build() {
   AttentionArgs& a = args_;
   const int64_t kv_outer = s.paged() ? data_.num_pages : s.batch;
   const int64_t kv_slots = s.paged() ? s.page_size : s.seq_k;
-  const auto scale_view = [&](DType type, int64_t outer, int64_t inner, int64_t heads,
-                              int64_t dim) {
-    return is_mx(type) ? allocate_laid_out(storage_, rng, s.strided, DType::e8m0,
-                                           {outer, inner, heads, dim / 32})
-                       : TensorView{};
+  // A tensor as the spec lays it out; K, V and their head-dim scales (`kv`) head-major where asked:
+  // [outer, Hkv, keys, ...] in memory behind the [outer, keys, Hkv, ...] view.
+  const auto laid_out = [&](DType type, const std::vector<int64_t>& shape, bool kv) {
+    if (kv && s.kv_head_major) return allocate(storage_, type, shape, {0, 2, 1, 3}, 1, 0);
+    return allocate_laid_out(storage_, rng, s.strided, type, shape);
   };
-  // A [outer, keys, Hkv, ...] K or V tensor (or scales along the head dim) as the spec lays it.
-  const auto kv_view = [&](DType type, const std::vector<int64_t>& shape) {
-    if (!s.kv_head_major) return allocate_laid_out(storage_, rng, s.strided, type, shape);
-    return allocate(storage_, type, shape, {0, 2, 1, 3}, 1, 0);
+  const auto scale_view = [&](DType type, int64_t outer, int64_t inner, int64_t heads, int64_t dim,
+                              bool kv) {
+    return is_mx(type) ? laid_out(DType::e8m0, {outer, inner, heads, dim / 32}, kv) : TensorView{};
   };
 
-  a.q = allocate_laid_out(storage_, rng, s.strided, s.q_type,
-                          {s.batch, s.seq_q, s.heads_q, s.dim_qk});
-  a.k = kv_view(s.k_type, {kv_outer, kv_slots, s.heads_kv, s.dim_qk});
-  a.v = kv_view(s.v_type, {kv_outer, kv_slots, s.heads_kv, s.dim_v});
-  a.q_scales = scale_view(s.q_type, s.batch, s.seq_q, s.heads_q, s.dim_qk);
-  a.k_scales = is_mx(s.k_type)
-                   ? kv_view(DType::e8m0, {kv_outer, kv_slots, s.heads_kv, s.dim_qk / 32})
-                   : TensorView{};
+  a.q = laid_out(s.q_type, {s.batch, s.seq_q, s.heads_q, s.dim_qk}, false);
+  a.k = laid_out(s.k_type, {kv_outer, kv_slots, s.heads_kv, s.dim_qk}, true);
+  a.v = laid_out(s.v_type, {kv_outer, kv_slots, s.heads_kv, s.dim_v}, true);
+  a.q_scales = scale_view(s.q_type, s.batch, s.seq_q, s.heads_q, s.dim_qk, false);
+  a.k_scales = scale_view(s.k_type, kv_outer, kv_slots, s.heads_kv, s.dim_qk, true);
   const bool v_keys = is_mx(s.v_type) && s.v_axis == VScaleAxis::keys;
   if (v_keys) {
     a.v_scales = allocate_laid_out(storage_, rng, s.strided, DType::e8m0,
                                    {kv_outer, s.heads_kv, (kv_slots + 31) / 32, s.dim_v});
   } else {
-    a.v_scales = is_mx(s.v_type)
-                     ? kv_view(DType::e8m0, {kv_outer, kv_slots, s.heads_kv, s.dim_v / 32})
-                     : TensorView{};
+    a.v_scales = scale_view(s.v_type, kv_outer, kv_slots, s.heads_kv, s.dim_v, true);
   }
   a.v_scale_axis = v_keys ? VScaleAxis::keys : VScaleAxis::head_dim;
 
