@@ -2,7 +2,7 @@
 bound by memory, and what that does to MXFP8's speedup over bf16.
 
     python bench/cpu_decode_threads.py --bench BUILD/bench/mxattn_bench_cpu [--threads 1,2,4,8]
-        [--cores 0-15] [--rounds N] [--reps N] [--decode-keys N] [--kv-layout bshd,bhsd]
+        [--cores 0-15] [--rounds N] [--reps N] [--decode-keys N] [--kv-layout bshd,bhsd] [--hot]
         [--json FILE] [--plot FILE.png]
     python bench/cpu_decode_threads.py --from-json FILE --plot FILE.png    (redraws a run's plot)
 
@@ -11,11 +11,18 @@ per thread count, pinned (taskset) to that many of --cores, so that a host's dri
 count alike. The benchmark times each case beside a streaming read made with the same threads
 right after each run. Per thread count the table gives the medians over the rounds of: each
 case's best time and its share of the read beside it, that read, and MXFP8's speedup over bf16
-(best times, and the median of alternated pairs). With few threads a core's arithmetic per key
-sets the time and MXFP8's half-size cache saves little; with enough threads both read at the
-memory's speed and MXFP8 approaches 2x. The plot (matplotlib) draws both. With --kv-layout
-bshd,bhsd each run times the caches stored token-major and head-major (alternated within the run),
-and the table and plot give each layout.
+(best times, and the median of alternated pairs). With few threads a core's arithmetic and line
+fetches per key set the time and MXFP8's half-size cache saves little; with more threads bf16
+approaches the memory's speed, and MXFP8 would approach 2x only if each core's FP8 decode hid
+under its fetches (on the hosts measured it does not: docs/perf.md). The plot (matplotlib) draws
+both. With --kv-layout bshd,bhsd each run times the caches stored token-major and head-major
+(alternated within the run), and the table and plot give each layout. With --hot each run also
+times every case from the caches (the benchmark's --sources memory,cache: one cache read every
+call, from the L3 where it fits there, e.g. 8192 keys, 32 MiB in bf16, alternated with the runs
+from memory), and a second table (and a third panel) gives what a key and head costs a thread,
+from memory and from the caches: where MXFP8 costs a core as much as bf16 even from the caches,
+its decode is bound by each core's arithmetic and line fetches, not by the memory the threads
+share.
 """
 
 import argparse
@@ -35,14 +42,16 @@ def core_list(text):
     return cores
 
 
-def run_once(bench, threads, cores, reps, keys, layouts):
-    """One pinned run of the benchmark's decode cases: its JSON."""
+def run_once(bench, threads, cores, reps, keys, layouts, hot=False):
+    """One pinned run of the benchmark's decode cases (from memory, and also from the caches where
+    hot): its JSON."""
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "decode.json")
         pin = ",".join(str(c) for c in cores[:threads])
+        sources = ["--sources", "memory,cache"] if hot else []
         subprocess.run(["taskset", "-c", pin, bench, "--threads", str(threads), "--reps", str(reps),
                         "--case", "decode", "--decode-keys", str(keys), "--kv-layout",
-                        ",".join(layouts), "--json", path],
+                        ",".join(layouts), "--json", path] + sources,
                        check=True, stdout=subprocess.DEVNULL)
         with open(path) as f:
             return json.load(f)
@@ -81,16 +90,30 @@ def speedup_of(run, layout):
     return best["bf16"] / best["e4m3"], float("nan")
 
 
+def ns_per_key_head(case, ms, threads):
+    """What one key of one KV head costs a thread, in ns, at a case's best time of ms."""
+    return ms * 1e6 * threads / (case["seq_k"] * case["heads_kv"] * case["batch"])
+
+
+def from_memory(case):
+    """Whether a case read memory (cases from before --sources did)."""
+    return case.get("source", "memory") == "memory"
+
+
 def summarize(runs):
-    """Per thread count and KV layout, the medians over its rounds."""
+    """Per thread count and KV layout, the medians over its rounds; where the runs also read the
+    caches, each type's time from the caches and what a key and head costs a thread from memory
+    and from the caches."""
     rows = []
     for threads in sorted(runs, key=int):
         rounds = runs[threads]
         for layout in layouts_of(rounds[0]):
             row = {"threads": int(threads), "layout": layout, "rounds": len(rounds)}
             for kv in ("bf16", "e4m3"):
-                cases = [c for r in rounds for c in r["cases"]
-                         if c["kv_type"] == kv and c.get("kv_layout", "bshd") == layout]
+                mine = [c for r in rounds for c in r["cases"]
+                        if c["kv_type"] == kv and c.get("kv_layout", "bshd") == layout]
+                cases = [c for c in mine if from_memory(c)]
+                hot = [c for c in mine if not from_memory(c)]
                 if not cases:
                     continue
                 row[kv + "_ms"] = statistics.median(c["best_ms"] for c in cases)
@@ -98,6 +121,11 @@ def summarize(runs):
                 row[kv + "_percent_of_read"] = statistics.median(c["percent_of_read_beside"]
                                                                  for c in cases)
                 row["read_gbs"] = statistics.median(c["read_gbs_beside"] for c in cases)
+                row[kv + "_ns_key_head"] = ns_per_key_head(cases[0], row[kv + "_ms"], int(threads))
+                if hot:
+                    row[kv + "_hot_ms"] = statistics.median(c["best_ms"] for c in hot)
+                    row[kv + "_hot_ns_key_head"] = ns_per_key_head(hot[0], row[kv + "_hot_ms"],
+                                                                   int(threads))
             pairs = [speedup_of(r, layout) for r in rounds]
             row["mxfp8_speedup"] = statistics.median(p[0] for p in pairs)
             known = [p[1] for p in pairs if p[1] == p[1]]  # NaN: not in the run's JSON
@@ -119,6 +147,21 @@ def print_table(rows):
               + (f"{alternated:9.2f}x" if alternated == alternated else f"{'-':>10}"))
 
 
+def print_hot_table(rows):
+    """What a key and head costs a thread (ns), from memory and from the caches."""
+    if not any("bf16_hot_ms" in r for r in rows):
+        return
+    print("\nwhat a key and KV head costs a thread (ns), from memory and from the caches:")
+    print(f"{'threads':>7} {'layout':>6} {'bf16 mem':>9} {'bf16 cache':>10} {'E4M3 mem':>9} "
+          f"{'E4M3 cache':>10} {'MXFP8 x cache':>13}")
+    for r in rows:
+        if "bf16_hot_ms" not in r or "e4m3_hot_ms" not in r:
+            continue
+        print(f"{r['threads']:7d} {r.get('layout', 'bshd'):>6} {r['bf16_ns_key_head']:9.1f} "
+              f"{r['bf16_hot_ns_key_head']:10.1f} {r['e4m3_ns_key_head']:9.1f} "
+              f"{r['e4m3_hot_ns_key_head']:10.1f} {r['bf16_hot_ms'] / r['e4m3_hot_ms']:12.2f}x")
+
+
 def plot(rows, path, keys):
     try:
         import matplotlib
@@ -129,7 +172,9 @@ def plot(rows, path, keys):
         return
     layouts = layouts_in(rows)
     several = len(layouts) > 1
-    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
+    hot = any("bf16_hot_ms" in r for r in rows)
+    fig, axes = plt.subplots(1, 3 if hot else 2, figsize=(15 if hot else 10, 4))
+    left, right = axes[0], axes[1]
     for i, layout in enumerate(layouts):
         mine = [r for r in rows if r.get("layout", "bshd") == layout]
         threads = [r["threads"] for r in mine]
@@ -145,6 +190,14 @@ def plot(rows, path, keys):
                    label="best times" + tag)
         right.plot(threads, [r["mxfp8_speedup_alternated"] for r in mine], "s" + style,
                    color="C3", label="alternated pairs" + tag)
+        if hot:
+            cost = axes[2]
+            for kv, color, name in (("bf16", "C0", "bf16"), ("e4m3", "C1", "E4M3")):
+                cost.plot(threads, [r.get(kv + "_ns_key_head", float("nan")) for r in mine],
+                          "o" + style, color=color, label=f"{name}, from memory" + tag)
+                cost.plot(threads, [r.get(kv + "_hot_ns_key_head", float("nan")) for r in mine],
+                          "^" + style, color=color, alpha=0.6,
+                          label=f"{name}, from the caches" + tag)
     threads = sorted({r["threads"] for r in rows})
     left.set_xlabel("threads")
     left.set_ylabel("GB/s of K/V read")
@@ -157,7 +210,13 @@ def plot(rows, path, keys):
     top = max([2.1] + [r["mxfp8_speedup"] + 0.1 for r in rows])
     right.set_ylim(0.8, top)
     right.legend(fontsize=8)
-    for axis in (left, right):
+    if hot:
+        axes[2].set_xlabel("threads")
+        axes[2].set_ylabel("ns a key and KV head, a thread")
+        axes[2].set_xscale("log", base=2)
+        axes[2].set_ylim(bottom=0)
+        axes[2].legend(fontsize=8)
+    for axis in axes:
         axis.set_xticks(threads)
         axis.set_xticklabels([str(t) for t in threads])
     fig.suptitle(f"CPU decode, B1 Hq32 Hkv8 D128, {keys} keys")
@@ -176,6 +235,8 @@ def main():
     ap.add_argument("--decode-keys", type=int, default=32768)
     ap.add_argument("--kv-layout", default="bshd",
                     help="KV cache layouts, comma-separated: bshd (token-major), bhsd (head-major)")
+    ap.add_argument("--hot", action="store_true",
+                    help="every run also from the caches (the benchmark's --sources memory,cache)")
     ap.add_argument("--json")
     ap.add_argument("--plot")
     ap.add_argument("--from-json", help="redraw the table and plot of an earlier run's JSON")
@@ -193,19 +254,20 @@ def main():
         if len(cores) < max(counts):
             ap.error(f"{max(counts)} threads need as many cores; --cores gives {len(cores)}")
         runs = {}
+        layouts = args.kv_layout.split(",")
         for r in range(args.rounds):
             for t in counts:
                 print(f"round {r + 1}/{args.rounds}: {t} threads", flush=True)
                 runs.setdefault(str(t), []).append(
-                    run_once(args.bench, t, cores, args.reps, args.decode_keys,
-                             args.kv_layout.split(",")))
+                    run_once(args.bench, t, cores, args.reps, args.decode_keys, layouts,
+                             args.hot))
         rows, keys = summarize(runs), args.decode_keys
         if args.json:
             with open(args.json, "w") as f:
                 json.dump({"decode_keys": args.decode_keys, "cores": cores,
-                           "kv_layouts": args.kv_layout.split(","), "summary": rows,
-                           "runs": runs}, f, indent=1)
+                           "kv_layouts": layouts, "summary": rows, "runs": runs}, f, indent=1)
     print_table(rows)
+    print_hot_table(rows)
     if args.plot:
         plot(rows, args.plot, keys)
 
