@@ -12,7 +12,8 @@
 #                  pairs within one process (bench/cpu_vs_torch_pairs.py; CPU_PAIRS, default 20;
 #                  where mxattn's Python module is installed); the decode's kernels paired in one
 #                  process (mxattn_bench_cpu --row-tiles); then
-#                  the decode by thread count (bench/cpu_decode_threads.py; CPU_DECODE_THREADS)
+#                  the decode by thread count (bench/cpu_decode_threads.py; CPU_DECODE_THREADS),
+#                  and from memory against from the L3 (--hot; CPU_CACHE_THREADS)
 #   ncu            Nsight Compute on one prefill launch per head dim (not run by default;
 #                  NCU_DIMS: the head dims, NCU_CLOCKS: base or none, NCU_CAUSAL=1: causal,
 #                  NCU_SPLIT: split_kv, default 1 as in the benchmark)
@@ -170,6 +171,13 @@ section_cpu_bench() {
     --bench "$BUILD/bench/mxattn_bench_cpu" --threads "${CPU_DECODE_THREADS:-1,2,4,8}" \
     --rounds 2 --reps 3 --json "$WORK/cpu_decode_threads.json" \
     --plot "$WORK/cpu_decode_threads.png"
+  # What a key and KV head costs a thread from memory and from the L3 (8192 keys: a 32 MiB bf16
+  # cache), both layouts, by thread count (CPU_CACHE_THREADS): whether MXFP8's decode is bound by
+  # each core or by the memory the threads share.
+  PYTHONUNBUFFERED=1 timeout 240 python3 bench/cpu_decode_threads.py \
+    --bench "$BUILD/bench/mxattn_bench_cpu" --threads "${CPU_CACHE_THREADS:-1,4,16}" \
+    --decode-keys 8192 --kv-layout bshd,bhsd --hot --rounds 2 --reps 5 \
+    --json "$WORK/cpu_decode_cache.json" --plot "$WORK/cpu_decode_cache.png"
 }
 
 # Nsight Compute on one launch of the prefill kernel per head dim (B1 H32 S4096 bf16, non-causal):
@@ -314,6 +322,12 @@ if sweep:
     from cpu_decode_threads import print_table
     print("cpu decode by threads (medians of rounds):")
     print_table(sweep["summary"])
+cache = load("cpu_decode_cache.json")
+if cache:
+    sys.path.insert(0, "bench")
+    from cpu_decode_threads import print_hot_table
+    print("cpu decode, 8192 keys, from memory and from the caches (medians of rounds):")
+    print_hot_table(cache["summary"])
 pairs = load("cpu_vs_torch_pairs.json")
 if pairs:
     sys.path.insert(0, "bench")
