@@ -685,12 +685,10 @@ int main(int argc, char** argv) {
   }
   // Decode: the cases' runs alternated (bf16, E4M3, bf16, ...) so that the machine's drift falls
   // on every case alike, each run from memory followed by a streaming read.
-  bool any_from_memory = false;
   std::vector<std::vector<double>> ms(decode.size()), reads(decode.size());
   for (int call = 0; call <= reps; ++call) {
     for (size_t i = 0; i < decode.size(); ++i) {
       const bool hot = decode[i]->c().hot;
-      any_from_memory = any_from_memory || !hot;
       const double t = decode[i]->run_ms(call);
       const double gbs = hot ? 0.0 : read.gbs();
       if (call == 0) continue;  // warm-up
@@ -702,7 +700,7 @@ int main(int argc, char** argv) {
     results.push_back(summarize(*decode[i], ms[i], reads[i], ce));
     print_row(results.back());
   }
-  if (any_from_memory) {
+  if (std::any_of(decode.begin(), decode.end(), [](const auto& d) { return !d->c().hot; })) {
     std::printf("\nDecode beside a streaming read made right after each run (median of %d):\n",
                 reps);
     for (const Result& r : results) {

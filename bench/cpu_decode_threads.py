@@ -121,11 +121,12 @@ def summarize(runs):
                 row[kv + "_percent_of_read"] = statistics.median(c["percent_of_read_beside"]
                                                                  for c in cases)
                 row["read_gbs"] = statistics.median(c["read_gbs_beside"] for c in cases)
-                row[kv + "_ns_key_head"] = ns_per_key_head(cases[0], row[kv + "_ms"], int(threads))
+                row[kv + "_ns_key_head"] = ns_per_key_head(cases[0], row[kv + "_ms"],
+                                                           row["threads"])
                 if hot:
                     row[kv + "_hot_ms"] = statistics.median(c["best_ms"] for c in hot)
                     row[kv + "_hot_ns_key_head"] = ns_per_key_head(hot[0], row[kv + "_hot_ms"],
-                                                                   int(threads))
+                                                                   row["threads"])
             pairs = [speedup_of(r, layout) for r in rounds]
             row["mxfp8_speedup"] = statistics.median(p[0] for p in pairs)
             known = [p[1] for p in pairs if p[1] == p[1]]  # NaN: not in the run's JSON
