@@ -240,6 +240,14 @@ struct Case {
   bool hot = false;
 };
 
+// The names --kv-layout and --sources take, which the tables and the JSON also use.
+const char* layout_name(bool head_major) {
+  return head_major ? "bhsd" : "bshd";
+}
+const char* source_name(bool hot) {
+  return hot ? "cache" : "memory";
+}
+
 // One KV cache (and its MX scales) of a case.
 struct KvCache {
   HostTensor k, v, k_scales, v_scales;
@@ -447,7 +455,7 @@ void write_json(const std::string& path, const Ceilings& ce, const std::vector<R
   const Speedups none;
   const Speedups& speedups = by_source.empty() ? none : by_source.front().second;
   const Speedup fp8_speedup = speedups.empty() ? Speedup{} : speedups.front().second;
-  const bool hot = !by_source.empty() && by_source.front().first == "cache";
+  const bool hot = !by_source.empty() && by_source.front().first == source_name(true);
   std::ofstream out(path);
   out << "{\n  \"engine\": \"mxattn cpu_fast\",\n  \"isa\": \"" << isa << "\",\n"
       << "  \"threads\": " << ce.threads << ",\n"
@@ -479,12 +487,10 @@ void write_json(const std::string& path, const Ceilings& ce, const std::vector<R
         << ", \"heads_kv\": " << r.c.heads_kv << ", \"dim\": " << r.c.dim << ", \"q_type\": \""
         << dtype_name(r.c.q_type) << "\", \"kv_type\": \"" << dtype_name(r.c.kv_type)
         << "\", \"causal\": \"" << causal_name(r.c.causal) << "\", \"kv_layout\": \""
-        << (r.c.head_major ? "bhsd" : "bshd") << "\", \"source\": \""
-        << (r.c.kind != "decode" ? ""
-            : r.c.hot            ? "cache"
-                                 : "memory")
-        << "\", \"best_ms\": " << r.best_ms << ", \"median_ms\": " << r.median_ms
-        << ", \"gflops\": " << r.gflops << ", \"gbs\": " << r.gbs << ", \"bytes\": " << r.bytes
+        << layout_name(r.c.head_major) << "\", \"source\": \""
+        << (r.c.kind == "decode" ? source_name(r.c.hot) : "") << "\", \"best_ms\": " << r.best_ms
+        << ", \"median_ms\": " << r.median_ms << ", \"gflops\": " << r.gflops
+        << ", \"gbs\": " << r.gbs << ", \"bytes\": " << r.bytes
         << ", \"percent_of_ceiling\": " << r.percent_of_ceiling
         << ", \"read_gbs_beside\": " << r.read_gbs_beside
         << ", \"percent_of_read_beside\": " << r.percent_of_read_beside << "}"
@@ -558,11 +564,11 @@ int main(int argc, char** argv) {
         row_tiles.push_back(mode);
       }
     } else if (arg == "--kv-layout" && has_value) {
-      if (!parse_choices(arg, argv[++i], "bshd", "bhsd", layouts)) return 2;
+      if (!parse_choices(arg, argv[++i], layout_name(false), layout_name(true), layouts)) return 2;
     } else if (arg == "--hot") {
       sources = {true};
     } else if (arg == "--sources" && has_value) {
-      if (!parse_choices(arg, argv[++i], "memory", "cache", sources)) return 2;
+      if (!parse_choices(arg, argv[++i], source_name(false), source_name(true), sources)) return 2;
     } else if (arg == "--json" && has_value) {
       json_path = argv[++i];
     } else if (arg == "--isa" && has_value) {
@@ -631,11 +637,11 @@ int main(int argc, char** argv) {
       for (DType t : decode_kv) {
         for (const std::string& mode : row_tiles) {
           Case c;
-          c.name = "decode " + (t == DType::e4m3 ? std::string("mxfp8-e4m3") : dtype_name(t)) +
-                   " kv" +
-                   (layouts.size() > 1 || head_major ? (head_major ? " bhsd" : " bshd") : "") +
-                   (mode.empty() ? "" : " tiles=" + mode) +
-                   (sources.size() > 1 ? (hot ? " cache" : " memory") : "");
+          c.name =
+              "decode " + (t == DType::e4m3 ? std::string("mxfp8-e4m3") : dtype_name(t)) + " kv" +
+              (layouts.size() > 1 || head_major ? " " + std::string(layout_name(head_major)) : "") +
+              (mode.empty() ? "" : " tiles=" + mode) +
+              (sources.size() > 1 ? " " + std::string(source_name(hot)) : "");
           c.row_tiles = mode;
           c.head_major = head_major;
           c.hot = hot;
@@ -752,14 +758,14 @@ int main(int argc, char** argv) {
         ratios.push_back(bf16->run_ms[i] / fp8->run_ms[i]);
       }
       s.alternated = median(ratios);
-      speedups.emplace_back(head_major ? "bhsd" : "bshd", s);
+      speedups.emplace_back(layout_name(head_major), s);
       std::printf(
-          "\nMXFP8 decode is %.2fx faster than bf16 decode%s%s (best times; %.2fx, the median of"
+          "\nMXFP8 decode is %.2fx faster than bf16 decode%s%s%s (best times; %.2fx, the median of"
           " the ratios of runs made one after the other)\n",
-          s.best, layouts.size() > 1 ? (head_major ? ", bhsd" : ", bshd") : "",
+          s.best, layouts.size() > 1 ? ", " : "", layouts.size() > 1 ? layout_name(head_major) : "",
           sources.size() > 1 ? (hot ? ", from the caches" : ", from memory") : "", s.alternated);
     }
-    by_source.emplace_back(hot ? "cache" : "memory", speedups);
+    by_source.emplace_back(source_name(hot), speedups);
   }
   if (!json_path.empty())
     write_json(json_path, ce, results, std::string(mxattn::cpu::isa_name(isa)), by_source);

@@ -57,12 +57,17 @@ def run_once(bench, threads, cores, reps, keys, layouts, hot=False):
             return json.load(f)
 
 
+def layout_of(entry):
+    """The KV layout of a benchmark case ("kv_layout") or summary row ("layout"); bshd where the
+    entry predates --kv-layout."""
+    return entry.get("kv_layout", entry.get("layout", "bshd"))
+
+
 def layouts_in(entries):
-    """The KV layouts of cases or summary rows, in order of first appearance (bshd where an entry
-    predates --kv-layout)."""
+    """The KV layouts of cases or summary rows, in order of first appearance."""
     found = []
     for e in entries:
-        layout = e.get("kv_layout", e.get("layout", "bshd"))
+        layout = layout_of(e)
         if layout not in found:
             found.append(layout)
     return found
@@ -85,7 +90,7 @@ def speedup_of(run, layout):
     # cases (the last of each type, as the benchmark takes them); the alternated one is unknown.
     best = {}
     for c in run["cases"]:
-        if c.get("kv_layout", "bshd") == layout:
+        if layout_of(c) == layout:
             best[c["kv_type"]] = c["best_ms"]
     return best["bf16"] / best["e4m3"], float("nan")
 
@@ -111,7 +116,7 @@ def summarize(runs):
             row = {"threads": int(threads), "layout": layout, "rounds": len(rounds)}
             for kv in ("bf16", "e4m3"):
                 mine = [c for r in rounds for c in r["cases"]
-                        if c["kv_type"] == kv and c.get("kv_layout", "bshd") == layout]
+                        if c["kv_type"] == kv and layout_of(c) == layout]
                 cases = [c for c in mine if from_memory(c)]
                 hot = [c for c in mine if not from_memory(c)]
                 if not cases:
@@ -140,7 +145,7 @@ def print_table(rows):
           f"{'bf16 % read':>11} {'E4M3 % read':>11} {'MXFP8 x':>8} {'alternated':>10}")
     for r in rows:
         alternated = r["mxfp8_speedup_alternated"]
-        print(f"{r['threads']:7d} {r.get('layout', 'bshd'):>6} {r.get('bf16_ms', 0):8.2f} "
+        print(f"{r['threads']:7d} {layout_of(r):>6} {r.get('bf16_ms', 0):8.2f} "
               f"{r.get('e4m3_ms', 0):8.2f} {r.get('read_gbs', 0):9.1f} "
               f"{r.get('bf16_percent_of_read', 0):10.1f}% "
               f"{r.get('e4m3_percent_of_read', 0):10.1f}% "
@@ -158,7 +163,7 @@ def print_hot_table(rows):
     for r in rows:
         if "bf16_hot_ms" not in r or "e4m3_hot_ms" not in r:
             continue
-        print(f"{r['threads']:7d} {r.get('layout', 'bshd'):>6} {r['bf16_ns_key_head']:9.1f} "
+        print(f"{r['threads']:7d} {layout_of(r):>6} {r['bf16_ns_key_head']:9.1f} "
               f"{r['bf16_hot_ns_key_head']:10.1f} {r['e4m3_ns_key_head']:9.1f} "
               f"{r['e4m3_hot_ns_key_head']:10.1f} {r['bf16_hot_ms'] / r['e4m3_hot_ms']:12.2f}x")
 
@@ -177,7 +182,7 @@ def plot(rows, path, keys):
     fig, axes = plt.subplots(1, 3 if hot else 2, figsize=(15 if hot else 10, 4))
     left, right = axes[0], axes[1]
     for i, layout in enumerate(layouts):
-        mine = [r for r in rows if r.get("layout", "bshd") == layout]
+        mine = [r for r in rows if layout_of(r) == layout]
         threads = [r["threads"] for r in mine]
         style = "-" if i == 0 else "--"
         tag = f", {layout}" if several else ""

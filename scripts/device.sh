@@ -291,6 +291,7 @@ section_timeline() {
 section_summary() {
   python3 - "$WORK" <<'EOF'
 import json, os, sys
+sys.path.insert(0, "bench")  # the benchmarks' own table printers
 work = sys.argv[1]
 def load(name):
     path = os.path.join(work, name)
@@ -314,23 +315,20 @@ if cpu:
     print(f"cpu: peak {cpu['ceilings']['peak_gflops']:.0f} GFLOP/s, read {cpu['ceilings']['stream_read_gbs']:.1f} GB/s")
     for r in cpu["cases"]:
         a = t.get(r["name"])
-        print(f"  {r['name']:24} {r['median_ms']:9.2f} ms {r['percent_of_ceiling']:5.1f}% of ceiling"
+        print(f"  {r['name']:36} {r['median_ms']:9.2f} ms {r['percent_of_ceiling']:5.1f}% of ceiling"
               + (f"  torch {a['median_ms']:9.2f} ms  x{a['median_ms'] / r['median_ms']:.2f}" if a else ""))
 sweep = load("cpu_decode_threads.json")
 if sweep:
-    sys.path.insert(0, "bench")
     from cpu_decode_threads import print_table
     print("cpu decode by threads (medians of rounds):")
     print_table(sweep["summary"])
 cache = load("cpu_decode_cache.json")
 if cache:
-    sys.path.insert(0, "bench")
     from cpu_decode_threads import print_hot_table
     print("cpu decode, 8192 keys, from memory and from the caches (medians of rounds):")
     print_hot_table(cache["summary"])
 pairs = load("cpu_vs_torch_pairs.json")
 if pairs:
-    sys.path.insert(0, "bench")
     from cpu_vs_torch_pairs import print_table as print_pairs
     print_pairs(pairs)
 alt = load("cpu_vs_torch.json")
