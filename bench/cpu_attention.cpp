@@ -43,8 +43,8 @@
 #include <immintrin.h>
 #endif
 
-#include "core/float16.h"
-#include "core/host_tensor.h"
+#include "base/float16.h"
+#include "base/host_tensor.h"
 #include "core/plan.h"
 #include "core/problem.h"
 #include "cpu/engines.h"
@@ -55,7 +55,7 @@
 namespace {
 
 using mxattn::DType;
-using mxattn::core::HostTensor;
+using mxattn::base::HostTensor;
 using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t0) {
@@ -220,7 +220,7 @@ std::mt19937 rng(2024);
 HostTensor random_tensor(DType dtype, std::initializer_list<int64_t> shape) {
   HostTensor t(dtype, shape);
   std::normal_distribution<float> normal(0.0f, 1.0f);
-  for (int64_t i = 0; i < t.numel(); ++i) mxattn::core::store_float(t.view(), i, normal(rng));
+  for (int64_t i = 0; i < t.numel(); ++i) mxattn::base::store_float(t.view(), i, normal(rng));
   return t;
 }
 

@@ -22,7 +22,7 @@
 #include <string>
 #include <vector>
 
-#include "core/host_tensor.h"
+#include "base/host_tensor.h"
 #include "core/metrics.h"
 #include "mx/formats.h"
 #include "mxattn/attention.h"
@@ -32,7 +32,7 @@ namespace {
 
 using mxattn::DType;
 using mxattn::core::ErrorMetrics;
-using mxattn::core::HostTensor;
+using mxattn::base::HostTensor;
 
 struct Options {
   int64_t batch = 1, heads = 8, seq = 1024, dim = 128;
@@ -147,7 +147,7 @@ Operand store(const HostTensor& x, const Format& format, mxattn::ScaleMode mode)
     case Storage::plain:
       out.data = HostTensor(format.element, {v.shape[0], v.shape[1], v.shape[2], v.shape[3]});
       for (int64_t i = 0; i < x.numel(); ++i) {
-        mxattn::core::store_float(out.data.view(), i, x.data<float>()[i]);
+        mxattn::base::store_float(out.data.view(), i, x.data<float>()[i]);
       }
       break;
     case Storage::fp8_per_tensor:

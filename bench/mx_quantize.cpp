@@ -6,13 +6,13 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/host_tensor.h"
+#include "base/host_tensor.h"
 #include "mxattn/mx.h"
 
 namespace {
 
 using mxattn::DType;
-using mxattn::core::HostTensor;
+using mxattn::base::HostTensor;
 
 constexpr int64_t kTokens = 4096, kHeads = 8, kDim = 128;
 

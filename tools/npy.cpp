@@ -67,7 +67,7 @@ namespace {
 
 // One .npy image read from `in`; `path` names it in errors.
 Status read_npy_from(std::istream& in, const std::string& path, NpyRead how,
-                     core::HostTensor* out) {
+                     base::HostTensor* out) {
   unsigned char preamble[kMagicSize + 2];
   if (!in.read(reinterpret_cast<char*>(preamble), sizeof preamble) ||
       std::memcmp(preamble, kMagic, kMagicSize) != 0) {
@@ -116,7 +116,7 @@ Status read_npy_from(std::istream& in, const std::string& path, NpyRead how,
   }
   if (!contiguous_bytes(*dtype, numel) || (wide_index && !contiguous_bytes(DType::f32, 2 * numel)))
     return fail(path, "shape " + shape_text(*shape) + " is too large");
-  core::HostTensor tensor(*dtype, *shape);
+  base::HostTensor tensor(*dtype, *shape);
   if (wide_index) {
     std::vector<int64_t> wide(static_cast<size_t>(numel));
     const std::streamsize bytes = std::streamsize(numel) * 8;
@@ -146,14 +146,14 @@ uint64_t little_endian64(const unsigned char* bytes) {
 
 }  // namespace
 
-Status read_npy(const std::string& path, core::HostTensor* out) {
+Status read_npy(const std::string& path, base::HostTensor* out) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return fail(path, "cannot open for reading");
   return read_npy_from(in, path, NpyRead::any, out);
 }
 
 Status read_npz(const std::string& path, NpyRead how,
-                std::vector<std::pair<std::string, core::HostTensor>>* out) {
+                std::vector<std::pair<std::string, base::HostTensor>>* out) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return fail(path, "cannot open for reading");
   const std::string zip((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -161,7 +161,7 @@ Status read_npz(const std::string& path, NpyRead how,
   constexpr uint32_t kLocalHeader = 0x04034b50, kCentralHeader = 0x02014b50;
   constexpr uint32_t kEndOfDirectory = 0x06054b50, kZip64EndOfDirectory = 0x06064b50;
   constexpr size_t kLocalHeaderSize = 30;
-  std::vector<std::pair<std::string, core::HostTensor>> arrays;
+  std::vector<std::pair<std::string, base::HostTensor>> arrays;
   size_t at = 0;
   while (true) {
     if (at + 4 > zip.size()) return fail(path, "not a .npz archive (it ends without a directory)");
@@ -212,7 +212,7 @@ Status read_npz(const std::string& path, NpyRead how,
     }
     if (name.size() > 4 && name.compare(name.size() - 4, 4, ".npy") == 0) {
       std::istringstream member(zip.substr(data_at, size_t(stored)));
-      core::HostTensor tensor;
+      base::HostTensor tensor;
       if (Status st = read_npy_from(member, path + ": " + name, how, &tensor); !st) return st;
       arrays.emplace_back(name.substr(0, name.size() - 4), std::move(tensor));
     }

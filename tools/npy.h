@@ -7,14 +7,14 @@
 #include <utility>
 #include <vector>
 
-#include "core/host_tensor.h"
+#include "base/host_tensor.h"
 #include "mxattn/status.h"
 
 namespace mxattn::tools {
 
 // Reads a whole file. Anything else (another dtype, big-endian, fortran_order, a 0-d array, rank
 // above kMaxRank, a short file) is an error that says what was found.
-Status read_npy(const std::string& path, core::HostTensor* out);
+Status read_npy(const std::string& path, base::HostTensor* out);
 
 // How read_npz reads its arrays: as read_npy does, or as index arrays, which also accept NumPy's
 // default integer '<i8' and load it as i32 (a value outside int32 is an error).
@@ -24,7 +24,7 @@ enum class NpyRead { any, index };
 // each member array under its name without ".npy", in the archive's order. A compressed member
 // (np.savez_compressed) is an error that says so.
 Status read_npz(const std::string& path, NpyRead how,
-                std::vector<std::pair<std::string, core::HostTensor>>* out);
+                std::vector<std::pair<std::string, base::HostTensor>>* out);
 
 // How a loaded dtype reads in messages: "u8" for the bytes, else the dtype's name.
 std::string npy_type_name(DType t);

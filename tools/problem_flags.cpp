@@ -139,7 +139,7 @@ std::optional<int> ProblemFlags::finish(const FlagParser& flags) {
   // Inputs from files set the shapes they carry.
   const struct {
     const std::string& path;
-    core::HostTensor* file;
+    base::HostTensor* file;
     const char* flag;
   } files[] = {{q_path_, &q_file_, "--q"}, {k_path_, &k_file_, "--k"}, {v_path_, &v_file_, "--v"}};
   const bool any = !q_path_.empty() || !k_path_.empty() || !v_path_.empty();
@@ -165,11 +165,11 @@ std::optional<int> ProblemFlags::finish(const FlagParser& flags) {
 
   // A block-sparse layout from a file: row_ptr and col_idx, rank 3 or one layout for all (b, h).
   if (!layout_path_.empty()) {
-    std::vector<std::pair<std::string, core::HostTensor>> arrays;
+    std::vector<std::pair<std::string, base::HostTensor>> arrays;
     if (Status st = read_npz(layout_path_, NpyRead::index, &arrays); !st) {
       return flags.usage_error("--sparse-layout: " + st.message());
     }
-    core::HostTensor* targets[2] = {&row_ptr_file_, &col_idx_file_};
+    base::HostTensor* targets[2] = {&row_ptr_file_, &col_idx_file_};
     const char* names[2] = {"row_ptr", "col_idx"};
     for (int i = 0; i < 2; ++i) {
       auto found = std::find_if(arrays.begin(), arrays.end(),

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "cli.h"
-#include "core/host_tensor.h"
+#include "base/host_tensor.h"
 #include "workload/workload.h"
 
 namespace mxattn::tools {
@@ -30,7 +30,7 @@ class ProblemFlags {
   std::string split_kv_ = "auto";
   std::vector<int64_t> prefix_offset_, kv_len_;
   std::string q_path_, k_path_, v_path_, layout_path_;
-  core::HostTensor q_file_, k_file_, v_file_, row_ptr_file_, col_idx_file_;
+  base::HostTensor q_file_, k_file_, v_file_, row_ptr_file_, col_idx_file_;
 };
 
 }  // namespace mxattn::tools

@@ -8,7 +8,7 @@
 #include <memory>
 #include <vector>
 
-#include "core/host_tensor.h"
+#include "base/host_tensor.h"
 #include "core/metrics.h"
 #include "core/plan.h"
 #include "core/problem.h"
@@ -29,7 +29,7 @@ constexpr double kLseTolerance = 1e-3;
 core::ErrorMetrics compare(const TensorView& want, const TensorView& got) {
   core::ErrorAccumulator acc;
   for (int64_t i = 0; i < want.numel(); ++i)
-    acc.add(core::load_float(want, i), core::load_float(got, i));
+    acc.add(base::load_float(want, i), base::load_float(got, i));
   return acc.result();
 }
 
@@ -114,8 +114,8 @@ int run_problem(const workload::Config& config, const RunSettings& settings,
     if (Status st = runner->run(&t); !st) return fail(st);
     if (Status st = runner->fetch_outputs(); !st) return fail(st);
     const workload::Config& c = w.config();
-    core::HostTensor o_ref(DType::f32, {c.batch, c.seq_q, c.heads_q, c.dim_v});
-    core::HostTensor lse_ref(DType::f32, {c.batch, c.heads_q, c.seq_q});
+    base::HostTensor o_ref(DType::f32, {c.batch, c.seq_q, c.heads_q, c.dim_v});
+    base::HostTensor lse_ref(DType::f32, {c.batch, c.heads_q, c.seq_q});
     AttentionArgs ref = w.args();
     ref.o = o_ref.view();
     ref.lse = lse_ref.view();
@@ -143,8 +143,8 @@ int run_problem(const workload::Config& config, const RunSettings& settings,
         c.k_format != DType::f32 || c.v_format != DType::f32) {
       // Quantization error, apart: the reference on unquantized inputs against the reference on the
       // stored (dequantized) ones.
-      core::HostTensor o_src(DType::f32, {c.batch, c.seq_q, c.heads_q, c.dim_v});
-      core::HostTensor lse_src(DType::f32, {c.batch, c.heads_q, c.seq_q});
+      base::HostTensor o_src(DType::f32, {c.batch, c.seq_q, c.heads_q, c.dim_v});
+      base::HostTensor lse_src(DType::f32, {c.batch, c.heads_q, c.seq_q});
       AttentionArgs src = w.unquantized_args(o_src.view(), lse_src.view());
       src.split = SplitOptions{};
       if (Status st = attention(src, ref_options); !st) return 2;

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "cli.h"
-#include "core/host_tensor.h"
+#include "base/host_tensor.h"
 #include "dist/agreement.h"
 #include "dist/layout.h"
 #include "dist/report.h"
@@ -117,7 +117,7 @@ bool same_bytes(const TensorView& a, const TensorView& b) {
 double max_abs_difference(const TensorView& a, const TensorView& b) {
   double worst = 0;
   for (int64_t i = 0; i < a.numel(); ++i) {
-    worst = std::max(worst, double(std::fabs(core::load_float(a, i) - core::load_float(b, i))));
+    worst = std::max(worst, double(std::fabs(base::load_float(a, i) - base::load_float(b, i))));
   }
   return worst;
 }
@@ -277,9 +277,9 @@ int run(const workload::Config& config, const workload::Inputs& inputs, Settings
   if (!s.verify) return kExitOk;
 
   // The verified output is a fresh run's, after poisoning.
-  for (int64_t i = 0; i < storage.o.numel(); ++i) core::store_float(storage.o.view(), i, NAN);
+  for (int64_t i = 0; i < storage.o.numel(); ++i) base::store_float(storage.o.view(), i, NAN);
   dist::PlacedShard fresh;
-  core::HostTensor want_o, want_lse;
+  base::HostTensor want_o, want_lse;
   Status st = fresh.place(*comm, shard);
   if (st) st = dist::sharded_attention(*comm, fresh.args(), s.options, s.quantization);
   if (st) st = fresh.fetch_outputs(*comm, shard);

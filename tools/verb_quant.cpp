@@ -45,7 +45,7 @@ int verb_quant(int argc, char** argv) {
   flags.add_string("out", &prefix, "PREFIX", "prefix of the files written", true);
   if (std::optional<int> exit = flags.parse(argc, argv)) return *exit;
 
-  core::HostTensor src;
+  base::HostTensor src;
   if (Status s = read_npy(input, &src); !s) return failure("quant", s);
   if (!is_plain_float(src.view().dtype)) {
     return failure("quant", Status::invalid(input + " holds " + npy_type_name(src.view().dtype) +
@@ -63,14 +63,14 @@ int verb_quant(int argc, char** argv) {
   layout.shape = shape_of(src.view());
   layout.mode = mode;
 
-  core::HostTensor data(DType::e8m0, layout.data_file_shape());
-  core::HostTensor scales(DType::e8m0, layout.scales_shape());
+  base::HostTensor data(DType::e8m0, layout.data_file_shape());
+  base::HostTensor scales(DType::e8m0, layout.scales_shape());
   const TensorView data_view = layout.data_view(data.view().data, data.bytes());
   const TensorView scales_view = layout.scales_view(scales.view().data, scales.bytes());
   if (Status s = quantize(src.view(), data_view, scales_view, layout.axis, mode); !s) {
     return failure("quant", s);
   }
-  core::HostTensor restored(DType::f32, layout.shape);
+  base::HostTensor restored(DType::f32, layout.shape);
   if (Status s = dequantize(data_view, scales_view, layout.axis, restored.view()); !s) {
     return failure("quant", s);
   }
@@ -82,7 +82,7 @@ int verb_quant(int argc, char** argv) {
 
   core::ErrorAccumulator error;
   for (int64_t i = 0; i < src.numel(); ++i) {
-    error.add(core::load_float(src.view(), i), restored.data<float>()[i]);
+    error.add(base::load_float(src.view(), i), restored.data<float>()[i]);
   }
   const core::ErrorMetrics m = error.result();
   const int64_t stored = data.bytes() + scales.bytes();
@@ -115,10 +115,10 @@ int verb_dequant(int argc, char** argv) {
 
   MxLayout layout;
   if (Status s = read_metadata(prefix, &layout); !s) return failure("dequant", s);
-  core::HostTensor data, scales;
+  base::HostTensor data, scales;
   if (Status s = read_npy(data_path(prefix), &data); !s) return failure("dequant", s);
   if (Status s = read_npy(scales_path(prefix), &scales); !s) return failure("dequant", s);
-  const std::pair<const core::HostTensor*, std::vector<int64_t>> expected[] = {
+  const std::pair<const base::HostTensor*, std::vector<int64_t>> expected[] = {
       {&data, layout.data_file_shape()}, {&scales, layout.scales_shape()}};
   for (const auto& [file, shape] : expected) {
     if (file->view().dtype != DType::e8m0 || shape_of(file->view()) != shape) {
@@ -130,7 +130,7 @@ int verb_dequant(int argc, char** argv) {
                           file->view().shape_string()));
     }
   }
-  core::HostTensor dst(dtype, layout.shape);
+  base::HostTensor dst(dtype, layout.shape);
   if (Status s = dequantize(layout.data_view(data.view().data, data.bytes()),
                             layout.scales_view(scales.view().data, scales.bytes()), layout.axis,
                             dst.view());

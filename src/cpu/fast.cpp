@@ -22,7 +22,7 @@
 #endif
 
 #include "core/combine.h"
-#include "core/float16.h"
+#include "base/float16.h"
 #include "core/plan.h"
 #include "cpu/aligned.h"
 #include "cpu/engines.h"
@@ -169,24 +169,24 @@ void split_bf16(float* x, int64_t n, float sign, int parts, uint16_t* const* out
       x[d] -= std::bit_cast<float>(bits & 0xffff0000u);
     }
   }
-  for (int64_t d = 0; d < n; ++d) out[parts - 1][d] = core::float_to_bf16(x[d]);
+  for (int64_t d = 0; d < n; ++d) out[parts - 1][d] = base::float_to_bf16(x[d]);
 }
 
 // Values o[0, n) into elements at, at + step, ... of v (f32, f16 or bf16); o null: zeros.
 void store_row(const TensorView& v, int64_t at, int64_t step, const float* o, int64_t n) {
   if (o == nullptr || step != 1) {
-    for (int64_t d = 0; d < n; ++d) core::store_float(v, at + d * step, o ? o[d] : 0.0f);
+    for (int64_t d = 0; d < n; ++d) base::store_float(v, at + d * step, o ? o[d] : 0.0f);
     return;
   }
   switch (v.dtype) {
     case DType::f16: {
       uint16_t* out = static_cast<uint16_t*>(v.data) + at;
-      for (int64_t d = 0; d < n; ++d) out[d] = core::float_to_f16(o[d]);
+      for (int64_t d = 0; d < n; ++d) out[d] = base::float_to_f16(o[d]);
       return;
     }
     case DType::bf16: {
       uint16_t* out = static_cast<uint16_t*>(v.data) + at;
-      for (int64_t d = 0; d < n; ++d) out[d] = core::float_to_bf16(o[d]);
+      for (int64_t d = 0; d < n; ++d) out[d] = base::float_to_bf16(o[d]);
       return;
     }
     default:
@@ -402,7 +402,7 @@ class RowGather {
     if (p_.paged || view_->dtype != DType::f32 || view_->stride[3] != 1 || format_.width != width) {
       return nullptr;
     }
-    return static_cast<const float*>(view_->data) + core::offset_of(*view_, b, first, hk, 0);
+    return static_cast<const float*>(view_->data) + base::offset_of(*view_, b, first, hk, 0);
   }
   int64_t key_step() const { return view_->stride[1]; }
   int64_t head_step() const { return view_->stride[2]; }
@@ -415,10 +415,10 @@ class RowGather {
     const uint8_t* scales = static_cast<const uint8_t*>(scales_->data);
     if (!p_.paged && !scales_along_keys_) {
       // Dense: every address is a fixed step from the first.
-      const uint8_t* row = data + byte_offset(core::offset_of(*view_, b, first, hk, 0));
+      const uint8_t* row = data + byte_offset(base::offset_of(*view_, b, first, hk, 0));
       const int64_t key_step = byte_offset(view_->stride[1]),
                     head_step = byte_offset(view_->stride[2]);
-      const uint8_t* scale = scales ? scales + core::offset_of(*scales_, b, first, hk, 0) : nullptr;
+      const uint8_t* scale = scales ? scales + base::offset_of(*scales_, b, first, hk, 0) : nullptr;
       const int64_t scale_key_step = scales ? scales_->stride[1] : 0;
       const int64_t scale_head_step = scales ? scales_->stride[2] : 0;
       // Offsets stepped in registers, sources written in order: indexing every source afresh
@@ -442,11 +442,11 @@ class RowGather {
       const int64_t page = p_.kv_page(b, j), slot = p_.kv_slot(j);
       for (int64_t h = 0; h < heads; ++h) {
         RowSource& src = sources[k * heads + h];
-        src.data = data + byte_offset(core::offset_of(*view_, page, slot, hk + h, 0));
+        src.data = data + byte_offset(base::offset_of(*view_, page, slot, hk + h, 0));
         if (scales) {
           src.scales =
-              scales + (scales_along_keys_ ? core::offset_of(*scales_, page, hk + h, slot / 32, 0)
-                                           : core::offset_of(*scales_, page, slot, hk + h, 0));
+              scales + (scales_along_keys_ ? base::offset_of(*scales_, page, hk + h, slot / 32, 0)
+                                           : base::offset_of(*scales_, page, slot, hk + h, 0));
         }
       }
     }
@@ -842,10 +842,10 @@ class FastEngine {
   void store_final_row(const PackedTile& t, int64_t r, const float* o, float lse) const {
     const TensorView& out = p_.args.o;
     const RowAt at = row_at(t, r);
-    store_row(out, core::offset_of(out, t.q.b, at.i, at.h, 0), out.stride[3], o, p_.dim_v);
+    store_row(out, base::offset_of(out, t.q.b, at.i, at.h, 0), out.stride[3], o, p_.dim_v);
     if (p_.args.lse.given()) {
       float* lse_out = static_cast<float*>(p_.args.lse.data);
-      lse_out[core::offset_of(p_.args.lse, t.q.b, at.h, at.i)] =
+      lse_out[base::offset_of(p_.args.lse, t.q.b, at.h, at.i)] =
           float(shifted_lse(lse, lse_shift(p_, t.q.b, at.h, at.i)));
     }
   }
@@ -869,7 +869,7 @@ class FastEngine {
     const RowAt at = row_at(t, r);
     const int64_t bits = bits_of(view.dtype);
     const char* row = static_cast<const char*>(view.data) +
-                      core::offset_of(view, t.q.b, at.i, at.h, 0) * bits / 8;
+                      base::offset_of(view, t.q.b, at.i, at.h, 0) * bits / 8;
     prefetch_lines<3>(row, (p_.dim_qk * bits + 7) / 8);
   }
 
@@ -939,7 +939,7 @@ class FastEngine {
       for (int64_t r = 0; r < t.rows(); ++r) {
         if (ahead > 0) prefetch_q_row(t, r + ahead);
         const RowAt at = row_at(t, r);
-        const uint16_t* row = data + core::offset_of(view, t.q.b, at.i, at.h, 0);
+        const uint16_t* row = data + base::offset_of(view, t.q.b, at.i, at.h, 0);
         uint16_t* out = q_bf16 + r * dim_qk_padded_;
         if (amx_ && view.stride[3] == 1) {
           for (int64_t d = 0; d < p_.dim_qk; ++d) out[d] = row[d] ^ sign;  // vectorized

@@ -1,6 +1,6 @@
 #include "cpu/fast_rows.h"
 
-#include "core/float16.h"
+#include "base/float16.h"
 #include "mx/formats.h"
 
 namespace mxattn::cpu {
@@ -42,7 +42,7 @@ RowTables::RowTables(DType t) : elem_(row_elem(t)), scale_values_(256) {
     // Every FP8 value is exact in bf16.
     code_bf16_bytes_.resize(256);
     for (size_t c = 0; c < 128; ++c) {
-      const uint16_t bits = core::float_to_bf16(mx::decode(t, uint8_t(c)));
+      const uint16_t bits = base::float_to_bf16(mx::decode(t, uint8_t(c)));
       code_bf16_bytes_[c] = uint8_t(bits & 0xff);
       code_bf16_bytes_[128 + c] = uint8_t(bits >> 8);
     }

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "core/combine.h"
-#include "core/host_tensor.h"
+#include "base/host_tensor.h"
 #include "core/problem.h"
 #include "cpu/rows.h"
 #include "mxattn/combine.h"
@@ -24,7 +24,7 @@ inline int64_t partial_o_offset(const TensorView& v, int64_t s, int64_t b, int64
   return s * v.stride[0] + b * v.stride[1] + i * v.stride[2] + h * v.stride[3] + d * v.stride[4];
 }
 inline int64_t partial_lse_offset(const TensorView& v, int64_t s, int64_t b, int64_t h, int64_t i) {
-  return core::offset_of(v, s, b, h, i);
+  return base::offset_of(v, s, b, h, i);
 }
 
 // Threads for an OpenMP region: 0 asks for all of them.
@@ -53,21 +53,21 @@ class PartialStore {
   const CombineArgs& views() const { return partials_; }
 
  private:
-  static TensorView own(core::HostTensor& t, std::initializer_list<int64_t> shape) {
+  static TensorView own(base::HostTensor& t, std::initializer_list<int64_t> shape) {
     return own(t, DType::f32, shape);
   }
-  static TensorView own(core::HostTensor& t, DType dtype, std::initializer_list<int64_t> shape) {
-    t = core::HostTensor(dtype, shape);
+  static TensorView own(base::HostTensor& t, DType dtype, std::initializer_list<int64_t> shape) {
+    t = base::HostTensor(dtype, shape);
     return t.view();
   }
 
-  core::HostTensor own_o_, own_lse_, own_counts_;
+  base::HostTensor own_o_, own_lse_, own_counts_;
   CombineArgs partials_;
 };
 
 // Writes the exact split count of row i of (b, h).
 inline void store_count(const TensorView& counts, int64_t b, int64_t h, int64_t i, int64_t count) {
-  static_cast<int32_t*>(counts.data)[core::offset_of(counts, b, h, i)] = int32_t(count);
+  static_cast<int32_t*>(counts.data)[base::offset_of(counts, b, h, i)] = int32_t(count);
 }
 
 // K smoothing (SPEC 5): the LSE of row i of (b, h) is shifted by scale * dot(q, k_mean[b, h / g]),
@@ -80,7 +80,7 @@ inline double lse_shift(const core::Problem& p, int64_t b, int64_t h, int64_t i)
   const float* mean = static_cast<const float*>(km.data);
   const int64_t hk = h / p.group;
   double dot = 0.0;
-  for (int64_t d = 0; d < p.dim_qk; ++d) dot += double(q[d]) * mean[core::offset_of(km, b, hk, d)];
+  for (int64_t d = 0; d < p.dim_qk; ++d) dot += double(q[d]) * mean[base::offset_of(km, b, hk, d)];
   return double(p.scale) * dot;
 }
 
@@ -106,7 +106,7 @@ void combine_partials(const CombineArgs& a, int threads, ShiftAt shift_at) {
 #pragma omp for schedule(static)
     for (int64_t r = 0; r < rows; ++r) {
       const int64_t h = r % heads, i = (r / heads) % seq_q, b = r / (heads * seq_q);
-      const int64_t count = core::read_i32(a.counts, core::offset_of(a.counts, b, h, i));
+      const int64_t count = base::read_i32(a.counts, base::offset_of(a.counts, b, h, i));
       const core::MergeScale st = core::merge_weights(
           count, [&](int64_t s) { return lse_in[partial_lse_offset(pl, s, b, h, i)]; },
           weights.data());
@@ -118,11 +118,11 @@ void combine_partials(const CombineArgs& a, int threads, ShiftAt shift_at) {
       }
       const float divisor = core::merge_divisor(st.sum);
       for (int64_t d = 0; d < dim_v; ++d) {
-        core::store_float(a.o, core::offset_of(a.o, b, i, h, d), acc[d] / divisor);
+        base::store_float(a.o, base::offset_of(a.o, b, i, h, d), acc[d] / divisor);
       }
       if (a.lse.given()) {
         const float lse = core::merge_lse(st.m, st.sum);
-        static_cast<float*>(a.lse.data)[core::offset_of(a.lse, b, h, i)] =
+        static_cast<float*>(a.lse.data)[base::offset_of(a.lse, b, h, i)] =
             lse == -INFINITY ? lse : lse + shift_at(b, h, i);
       }
     }

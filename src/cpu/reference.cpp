@@ -120,10 +120,10 @@ void run_unsplit(const core::Problem& p, const core::SplitParams& sp) {
     store_counts(tile, a.split.counts);
     attend_split(p, sp, tile, 0, sc, [&](int64_t i, const std::vector<double>& o, double lse) {
       for (int64_t d = 0; d < p.dim_v; ++d) {
-        core::store_float(a.o, core::offset_of(a.o, tile.b, i, tile.h, d), float(o[size_t(d)]));
+        base::store_float(a.o, base::offset_of(a.o, tile.b, i, tile.h, d), float(o[size_t(d)]));
       }
       if (a.lse.given()) {
-        static_cast<float*>(a.lse.data)[core::offset_of(a.lse, tile.b, tile.h, i)] =
+        static_cast<float*>(a.lse.data)[base::offset_of(a.lse, tile.b, tile.h, i)] =
             float(shifted_lse(lse, lse_shift(p, tile.b, tile.h, i)));
       }
     });
@@ -141,7 +141,7 @@ void run_split(const core::Problem& p, const core::SplitParams& sp) {
       attend_split(p, sp, tile, s, sc, [&](int64_t i, const std::vector<double>& o, double lse) {
         const TensorView& po = views.partial_o;
         for (int64_t d = 0; d < p.dim_v; ++d) {
-          core::store_float(po, partial_o_offset(po, s, tile.b, i, tile.h, d), float(o[size_t(d)]));
+          base::store_float(po, partial_o_offset(po, s, tile.b, i, tile.h, d), float(o[size_t(d)]));
         }
         const TensorView& pl = views.partial_lse;
         static_cast<float*>(pl.data)[partial_lse_offset(pl, s, tile.b, tile.h, i)] = float(lse);

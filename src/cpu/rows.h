@@ -4,7 +4,7 @@
 
 #include <cstdint>
 
-#include "core/float16.h"
+#include "base/float16.h"
 #include "core/problem.h"
 #include "mx/formats.h"
 
@@ -14,9 +14,9 @@ namespace mxattn::cpu {
 inline float load_plain(const TensorView& v, int64_t off) {
   switch (v.dtype) {
     case DType::f16:
-      return core::f16_to_float(static_cast<const uint16_t*>(v.data)[off]);
+      return base::f16_to_float(static_cast<const uint16_t*>(v.data)[off]);
     case DType::bf16:
-      return core::bf16_to_float(static_cast<const uint16_t*>(v.data)[off]);
+      return base::bf16_to_float(static_cast<const uint16_t*>(v.data)[off]);
     default:
       return static_cast<const float*>(v.data)[off];
   }
@@ -43,8 +43,8 @@ inline void load_row(const TensorView& v, int64_t off, int64_t step, int64_t n, 
 inline void load_q_row(const core::Problem& p, int64_t b, int64_t i, int64_t h, float* out) {
   const TensorView& q = p.args.q;
   const TensorView& qs = p.args.q_scales;
-  load_row(q, core::offset_of(q, b, i, h, 0), q.stride[3], p.dim_qk,
-           [&](int64_t d) { return static_cast<const uint8_t*>(qs.data)[core::offset_of(qs, b, i, h, d / 32)]; },
+  load_row(q, base::offset_of(q, b, i, h, 0), q.stride[3], p.dim_qk,
+           [&](int64_t d) { return static_cast<const uint8_t*>(qs.data)[base::offset_of(qs, b, i, h, d / 32)]; },
            out);
 }
 
@@ -53,9 +53,9 @@ inline void load_k_row(const core::Problem& p, int64_t b, int64_t j, int64_t hk,
   const TensorView& k = p.args.k;
   const TensorView& ks = p.args.k_scales;
   const int64_t page = p.kv_page(b, j), slot = p.kv_slot(j);
-  load_row(k, core::offset_of(k, page, slot, hk, 0), k.stride[3], p.dim_qk,
+  load_row(k, base::offset_of(k, page, slot, hk, 0), k.stride[3], p.dim_qk,
            [&](int64_t d) {
-             return static_cast<const uint8_t*>(ks.data)[core::offset_of(ks, page, slot, hk, d / 32)];
+             return static_cast<const uint8_t*>(ks.data)[base::offset_of(ks, page, slot, hk, d / 32)];
            },
            out);
 }
@@ -66,10 +66,10 @@ inline void load_v_row(const core::Problem& p, int64_t b, int64_t j, int64_t hk,
   const TensorView& vs = p.args.v_scales;
   const int64_t page = p.kv_page(b, j), slot = p.kv_slot(j);
   const bool along_keys = p.args.v_scale_axis == VScaleAxis::keys;
-  load_row(v, core::offset_of(v, page, slot, hk, 0), v.stride[3], p.dim_v,
+  load_row(v, base::offset_of(v, page, slot, hk, 0), v.stride[3], p.dim_v,
            [&](int64_t d) {
-             const int64_t off = along_keys ? core::offset_of(vs, page, hk, slot / 32, d)
-                                            : core::offset_of(vs, page, slot, hk, d / 32);
+             const int64_t off = along_keys ? base::offset_of(vs, page, hk, slot / 32, d)
+                                            : base::offset_of(vs, page, slot, hk, d / 32);
              return static_cast<const uint8_t*>(vs.data)[off];
            },
            out);

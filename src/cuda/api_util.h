@@ -11,14 +11,14 @@
 #include <vector>
 
 #include "core/problem.h"
-#include "core/text.h"
+#include "base/text.h"
 #include "cuda/decode_params.h"
 #include "cuda/kernels.h"
 #include "mxattn/attention.h"
 
 namespace mxattn::cuda::detail {
 
-using core::cat;
+using base::cat;
 
 inline Status cuda_failure(const char* what, cudaError_t e) {
   return Status::runtime(cat(what, ": ", cudaGetErrorString(e)));
@@ -113,7 +113,7 @@ inline std::vector<int32_t> read_block_table(const core::Problem& p, const Tenso
   out.reserve(size_t(p.batch * p.max_pages));
   for (int64_t b = 0; b < p.batch; ++b)
     for (int64_t page = 0; page < p.max_pages; ++page)
-      out.push_back(core::read_i32(table, core::offset_of(table, b, page)));
+      out.push_back(base::read_i32(table, base::offset_of(table, b, page)));
   return out;
 }
 

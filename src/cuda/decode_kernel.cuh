@@ -15,7 +15,7 @@
 #include <cmath>
 #include <cstdint>
 
-#include "core/float16.h"
+#include "base/float16.h"
 #include "core/split_plan.h"
 #include "core/visibility.h"
 #include "cuda/combine_rows.cuh"
@@ -51,9 +51,9 @@ __device__ __forceinline__ float load_q(const DecodeParams& p, int64_t b, int64_
     case DType::f32:
       return static_cast<const float*>(p.q)[row + d * p.q_stride[3]];
     case DType::f16:
-      return core::f16_to_float(static_cast<const uint16_t*>(p.q)[row + d * p.q_stride[3]]);
+      return base::f16_to_float(static_cast<const uint16_t*>(p.q)[row + d * p.q_stride[3]]);
     case DType::bf16:
-      return core::bf16_to_float(static_cast<const uint16_t*>(p.q)[row + d * p.q_stride[3]]);
+      return base::bf16_to_float(static_cast<const uint16_t*>(p.q)[row + d * p.q_stride[3]]);
     default: {
       const uint8_t* codes = static_cast<const uint8_t*>(p.q) + row * bits_of(p.q_dtype) / 8;
       const uint8_t e = p.q_scales[b * p.q_scale_stride[0] + i * p.q_scale_stride[1] +
@@ -160,7 +160,7 @@ __device__ __forceinline__ void stage_q_rows(const DecodeParams& p, const SplitR
 #pragma unroll
       for (int e = 0; e < 8; ++e) {
         const uint16_t bits = uint16_t(w[e / 2] >> (16 * (e % 2)));
-        x[e] = p.q_dtype == DType::bf16 ? core::bf16_to_float(bits) : core::f16_to_float(bits);
+        x[e] = p.q_dtype == DType::bf16 ? base::bf16_to_float(bits) : base::f16_to_float(bits);
       }
       float4* dst = reinterpret_cast<float4*>(stage + r * DQK + d);
       dst[0] = make_float4(x[0], x[1], x[2], x[3]);

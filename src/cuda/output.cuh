@@ -4,7 +4,7 @@
 
 #include <cstdint>
 
-#include "core/float16.h"
+#include "base/float16.h"
 #include "cuda/decode_params.h"
 
 namespace mxattn::cuda::detail {
@@ -12,10 +12,10 @@ namespace mxattn::cuda::detail {
 __device__ __forceinline__ void store_output(const DecodeParams& p, int64_t offset, float x) {
   switch (p.o_dtype) {
     case DType::f16:
-      static_cast<uint16_t*>(p.o)[offset] = core::float_to_f16(x);
+      static_cast<uint16_t*>(p.o)[offset] = base::float_to_f16(x);
       break;
     case DType::bf16:
-      static_cast<uint16_t*>(p.o)[offset] = core::float_to_bf16(x);
+      static_cast<uint16_t*>(p.o)[offset] = base::float_to_bf16(x);
       break;
     default:
       static_cast<float*>(p.o)[offset] = x;

@@ -7,6 +7,7 @@
 #include <initializer_list>
 #include <string>
 
+#include "base/storage.h"
 #include "core/validate.h"
 
 namespace mxattn::dist {
@@ -43,7 +44,7 @@ Status check_travelling(const char* name, const TensorView& v,
                              " must be contiguous (row-major) to travel in an all-to-all");
     }
   }
-  return core::check_storage(name, v);
+  return base::check_storage(name, v);
 }
 
 Status check_rank4(const char* name, const TensorView& v) {

@@ -5,7 +5,7 @@
 #include <cstring>
 #include <vector>
 
-#include "core/host_tensor.h"
+#include "base/host_tensor.h"
 #include "dist/layout.h"
 #include "mx/formats.h"
 #include "mxattn/mx.h"
@@ -18,13 +18,13 @@ std::vector<int64_t> shape_of(const TensorView& v) {
 }
 
 // A shard tensor readable on the host: the view itself, or a staging copy from the GPU.
-Status read_on_host(Communicator& comm, const TensorView& v, core::HostTensor* staging,
+Status read_on_host(Communicator& comm, const TensorView& v, base::HostTensor* staging,
                     TensorView* readable) {
   if (comm.memory() == MemorySpace::host) {
     *readable = v;
     return Status::ok();
   }
-  *staging = core::HostTensor(v.dtype, shape_of(v));
+  *staging = base::HostTensor(v.dtype, shape_of(v));
   if (Status st = comm.copy_to_host(staging->view().data, v.data, staging->bytes()); !st) {
     return st;
   }
@@ -38,7 +38,7 @@ class Outgoing {
  public:
   Status allocate(Communicator& comm, DType dtype, const std::vector<int64_t>& shape,
                   Buffer* buffer) {
-    staging_ = core::HostTensor(dtype, shape);
+    staging_ = base::HostTensor(dtype, shape);
     if (Status st = Buffer::allocate(comm, staging_.bytes(), buffer); !st) return st;
     comm_ = staging_.view();
     comm_.data = buffer->data();
@@ -53,7 +53,7 @@ class Outgoing {
   }
 
  private:
-  core::HostTensor staging_;
+  base::HostTensor staging_;
   TensorView host_;
   TensorView comm_;
 };
@@ -62,7 +62,7 @@ class Outgoing {
 Status quantize_along_head_dim(Communicator& comm, const TensorView& src, DType format,
                                ScaleMode mode, Buffer* data_buffer, Buffer* scales_buffer,
                                TensorView* data, TensorView* scales) {
-  core::HostTensor staging;
+  base::HostTensor staging;
   TensorView readable;
   if (Status st = read_on_host(comm, src, &staging, &readable); !st) return st;
   std::vector<int64_t> scale_shape = shape_of(src);
@@ -98,7 +98,7 @@ std::vector<float> block_extremes(const TensorView& v, const Shard& keys,
       for (int64_t j = first; j < last; ++j) {
         const int64_t base = (b * keys.length + (j - keys.offset)) * row;
         for (int64_t e = 0; e < row; ++e) {
-          const float x = core::load_float(v, base + e);
+          const float x = base::load_float(v, base + e);
           if (std::isfinite(x)) {
             amax[b * row + e] = std::max(amax[b * row + e], std::fabs(x));
           } else {
@@ -122,7 +122,7 @@ Status quantize_along_keys(Communicator& comm, const Geometry& g, const TensorVi
                            TensorView* data, TensorView* scales) {
   const Shard keys = g.kv_shards[size_t(g.rank)];
   const std::vector<int64_t> straddled = straddled_key_blocks(g.kv_shards);
-  core::HostTensor staging;
+  base::HostTensor staging;
   TensorView readable;
   if (Status st = read_on_host(comm, src, &staging, &readable); !st) return st;
   std::vector<float> extremes = block_extremes(readable, keys, straddled);
@@ -148,13 +148,13 @@ Status quantize_along_keys(Communicator& comm, const Geometry& g, const TensorVi
   const int64_t padded_end = std::min(g.seq_k(), (keys.end() + kMxBlock - 1) / kMxBlock * kMxBlock);
   const int64_t padded = padded_end - padded_first;
   const int64_t lead = keys.offset - padded_first;
-  core::HostTensor values(DType::f32, {B, padded, H, D});
+  base::HostTensor values(DType::f32, {B, padded, H, D});
   float* x = values.data<float>();
   for (int64_t b = 0; b < B; ++b) {
     for (int64_t j = 0; j < keys.length; ++j) {
       for (int64_t e = 0; e < row; ++e) {
         x[(b * padded + lead + j) * row + e] =
-            core::load_float(readable, (b * keys.length + j) * row + e);
+            base::load_float(readable, (b * keys.length + j) * row + e);
       }
     }
   }
@@ -176,8 +176,8 @@ Status quantize_along_keys(Communicator& comm, const Geometry& g, const TensorVi
     }
   }
   const int64_t padded_blocks = (padded + kMxBlock - 1) / kMxBlock;
-  core::HostTensor padded_codes(format, {B, padded, H, D});
-  core::HostTensor padded_scales(DType::e8m0, {B, H, padded_blocks, D});
+  base::HostTensor padded_codes(format, {B, padded, H, D});
+  base::HostTensor padded_scales(DType::e8m0, {B, H, padded_blocks, D});
   if (Status st = quantize(values.view(), padded_codes.view(),
                            permuted(padded_scales.view(), {0, 2, 1, 3}), 1, mode);
       !st) {

@@ -3,7 +3,7 @@
 #include <chrono>
 #include <vector>
 
-#include "core/host_tensor.h"
+#include "base/host_tensor.h"
 #include "dist/agreement.h"
 #include "dist/exchange.h"
 #include "dist/gathered.h"
@@ -226,7 +226,7 @@ Status gather(Communicator& comm, const AttentionArgs& shard, const SendQuantiza
 Status attention_on_host_copies(Communicator& comm, const AttentionArgs& device_args,
                                 const RunOptions& options) {
   AttentionArgs host = device_args;
-  std::vector<core::HostTensor> staging;
+  std::vector<base::HostTensor> staging;
   staging.reserve(9);
   for (TensorView* v :
        {&host.q, &host.k, &host.v, &host.q_scales, &host.k_scales, &host.v_scales, &host.k_mean}) {

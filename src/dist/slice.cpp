@@ -14,9 +14,9 @@ namespace mxattn::dist {
 namespace {
 
 // Copies the box of sequence rows `rows` (all heads) of `whole` into a new tensor of `shape`.
-core::HostTensor cut(const TensorView& whole, const Grid& from, const Shard& rows,
+base::HostTensor cut(const TensorView& whole, const Grid& from, const Shard& rows,
                      const std::vector<int64_t>& shape) {
-  core::HostTensor part(whole.dtype, shape);
+  base::HostTensor part(whole.dtype, shape);
   const Grid to =
       grid_like(from, static_cast<std::byte*>(part.view().data), rows.length, from.heads);
   std::vector<Copy2D> copies;
@@ -25,20 +25,20 @@ core::HostTensor cut(const TensorView& whole, const Grid& from, const Shard& row
   return part;
 }
 
-core::HostTensor nan_filled(DType dtype, const std::vector<int64_t>& shape) {
-  core::HostTensor t(dtype, shape);
-  for (int64_t i = 0; i < t.numel(); ++i) core::store_float(t.view(), i, NAN);
+base::HostTensor nan_filled(DType dtype, const std::vector<int64_t>& shape) {
+  base::HostTensor t(dtype, shape);
+  for (int64_t i = 0; i < t.numel(); ++i) base::store_float(t.view(), i, NAN);
   return t;
 }
 
 }  // namespace
 
-core::HostTensor token_rows(const TensorView& whole, const Shard& rows) {
+base::HostTensor token_rows(const TensorView& whole, const Shard& rows) {
   return cut(whole, token_grid(whole), rows,
              {whole.shape[0], rows.length, whole.shape[2], whole.shape[3]});
 }
 
-core::HostTensor lse_columns(const TensorView& whole, const Shard& columns) {
+base::HostTensor lse_columns(const TensorView& whole, const Shard& columns) {
   return cut(whole, lse_grid(whole), columns, {whole.shape[0], whole.shape[1], columns.length});
 }
 
@@ -92,8 +92,8 @@ namespace {
 
 // Every rank's local [outer, inner bytes] blocks put side by side: block o of rank r lands at
 // (o * ranks + r) * inner, for O [B, S, heads] (outer B * S) and LSE [B, heads, S] (outer B).
-Status side_by_side(Communicator& comm, const core::HostTensor& local, int64_t outer,
-                    core::HostTensor* whole) {
+Status side_by_side(Communicator& comm, const base::HostTensor& local, int64_t outer,
+                    base::HostTensor* whole) {
   const int64_t ranks = comm.size(), bytes = local.bytes();
   std::vector<std::byte> all(static_cast<size_t>(bytes * ranks));
   if (Status st = comm.all_gather(local.view().data, bytes, all.data()); !st) return st;
@@ -106,8 +106,8 @@ Status side_by_side(Communicator& comm, const core::HostTensor& local, int64_t o
 }
 
 // A host copy of a tensor in the communicator's memory.
-Status to_host(Communicator& comm, const TensorView& v, core::HostTensor* host) {
-  *host = core::HostTensor(v.dtype, std::vector<int64_t>(v.shape, v.shape + v.rank));
+Status to_host(Communicator& comm, const TensorView& v, base::HostTensor* host) {
+  *host = base::HostTensor(v.dtype, std::vector<int64_t>(v.shape, v.shape + v.rank));
   return comm.copy_to_host(host->view().data, v.data, v.bytes);
 }
 
@@ -115,7 +115,7 @@ Status to_host(Communicator& comm, const TensorView& v, core::HostTensor* host) 
 
 Status single_process_on_gathered(Communicator& comm, const AttentionArgs& placed,
                                   const SendQuantization& quantization, const RunOptions& options,
-                                  core::HostTensor* o_rows, core::HostTensor* lse_rows) {
+                                  base::HostTensor* o_rows, base::HostTensor* lse_rows) {
   GatheredHeads gathered;
   Status st = gather_heads(comm, placed, quantization, &gathered);
   if (st) st = run_local_attention(comm, gathered, options);
@@ -129,13 +129,13 @@ Status single_process_on_gathered(Communicator& comm, const AttentionArgs& place
   if (Status s = comm.all_gather(&mine, sizeof(mine), rows.data()); !s) return s;
   const Shard my_rows = contiguous_shards(rows)[size_t(comm.rank())];
 
-  core::HostTensor local_o, whole_o(local.o.dtype, {B, Sq, n * ranks, local.o.shape[3]});
+  base::HostTensor local_o, whole_o(local.o.dtype, {B, Sq, n * ranks, local.o.shape[3]});
   if (Status s = to_host(comm, local.o, &local_o); !s) return s;
   if (Status s = side_by_side(comm, local_o, B * Sq, &whole_o); !s) return s;
   *o_rows = token_rows(whole_o.view(), my_rows);
-  *lse_rows = core::HostTensor();
+  *lse_rows = base::HostTensor();
   if (!local.lse.given()) return Status::ok();
-  core::HostTensor local_lse, whole_lse(DType::f32, {B, n * ranks, Sq});
+  base::HostTensor local_lse, whole_lse(DType::f32, {B, n * ranks, Sq});
   if (Status s = to_host(comm, local.lse, &local_lse); !s) return s;
   if (Status s = side_by_side(comm, local_lse, B, &whole_lse); !s) return s;
   *lse_rows = lse_columns(whole_lse.view(), my_rows);

@@ -5,7 +5,7 @@
 
 #include <vector>
 
-#include "core/host_tensor.h"
+#include "base/host_tensor.h"
 #include "dist/buffer.h"
 #include "dist/layout.h"
 #include "mxattn/attention.h"
@@ -14,7 +14,7 @@
 namespace mxattn::dist {
 
 struct ShardStorage {
-  core::HostTensor q, q_scales, k, k_scales, v, v_scales, o, lse;
+  base::HostTensor q, q_scales, k, k_scales, v, v_scales, o, lse;
 };
 
 // Rows `q_rows` of Q and O (columns of LSE) and `kv_rows` of K and V of `whole` (dense,
@@ -25,10 +25,10 @@ Status slice_shard(const AttentionArgs& whole, const Shard& q_rows, const Shard&
                    ShardStorage* storage, AttentionArgs* shard);
 
 // Rows of a contiguous [B, S, H, D] tensor.
-core::HostTensor token_rows(const TensorView& whole, const Shard& rows);
+base::HostTensor token_rows(const TensorView& whole, const Shard& rows);
 
 // Columns of a contiguous [B, H, S] tensor (LSE).
-core::HostTensor lse_columns(const TensorView& whole, const Shard& columns);
+base::HostTensor lse_columns(const TensorView& whole, const Shard& columns);
 
 // What SPEC 8 promises a rank's sharded run returns: the single-process run of the same engine on
 // every rank's gathered tensors, the ranks' heads put side by side, cut to this rank's rows (O) and
@@ -36,7 +36,7 @@ core::HostTensor lse_columns(const TensorView& whole, const Shard& columns);
 // Collective.
 Status single_process_on_gathered(Communicator& comm, const AttentionArgs& placed,
                                   const SendQuantization& quantization, const RunOptions& options,
-                                  core::HostTensor* o_rows, core::HostTensor* lse_rows);
+                                  base::HostTensor* o_rows, base::HostTensor* lse_rows);
 
 // A host shard in a communicator's memory: the same views for host memory, copies on the GPU
 // otherwise (the tensors that travel and k_mean; metadata stays on the host).

@@ -6,7 +6,7 @@
 #include <cmath>
 #include <cstdint>
 
-#include "core/float16.h"
+#include "base/float16.h"
 #include "mxattn/config.h"
 #include "mxattn/dtype.h"
 #include "mxattn/mx.h"
@@ -42,13 +42,13 @@ MXATTN_HD constexpr FormatInfo format_info(DType t) {
 
 // 2^e as f32 for e in [-149, 127], exact (subnormal results included).
 MXATTN_HD inline float exp2i(int e) {
-  if (e >= -126) return core::bits_float(uint32_t(e + 127) << 23);
-  return core::bits_float(1u << (e + 149));
+  if (e >= -126) return base::bits_float(uint32_t(e + 127) << 23);
+  return base::bits_float(1u << (e + 149));
 }
 
 // E8M0: 2^(e - 127); 0xFF is NaN.
 MXATTN_HD inline float decode_scale(uint8_t e) {
-  return e == 0xff ? core::bits_float(0x7fc00000u) : exp2i(int(e) - 127);
+  return e == 0xff ? base::bits_float(0x7fc00000u) : exp2i(int(e) - 127);
 }
 
 // Value of an element code (the code in the low bits of `code`).
@@ -60,9 +60,9 @@ MXATTN_HD inline float decode(DType t, uint8_t code) {
   const int man = code & ((1 << f.mbits) - 1);
   float v;
   if (f.ieee_special && exp == (1 << f.ebits) - 1) {
-    v = man == 0 ? core::bits_float(0x7f800000u) : core::bits_float(0x7fc00000u);
+    v = man == 0 ? base::bits_float(0x7f800000u) : base::bits_float(0x7fc00000u);
   } else if (f.nan_code && exp == (1 << f.ebits) - 1 && man == (1 << f.mbits) - 1) {
-    v = core::bits_float(0x7fc00000u);
+    v = base::bits_float(0x7fc00000u);
   } else if (exp == 0) {
     v = float(man) * exp2i(1 - f.bias - f.mbits);
   } else {
@@ -85,7 +85,7 @@ MXATTN_HD inline uint8_t max_code(DType t) {
 MXATTN_HD inline uint8_t encode(DType t, float x) {
   const FormatInfo f = format_info(t);
   const int bits = 1 + f.ebits + f.mbits;
-  const uint32_t u = core::float_bits(x);
+  const uint32_t u = base::float_bits(x);
   const uint8_t sign = uint8_t((u >> 31) << (bits - 1));
   const uint32_t a_bits = u & 0x7fffffffu;
   const bool is_nan = a_bits > 0x7f800000u;
@@ -98,7 +98,7 @@ MXATTN_HD inline uint8_t encode(DType t, float x) {
     }
     return 0;
   }
-  const float a = core::bits_float(a_bits);
+  const float a = base::bits_float(a_bits);
   if (a >= f.max_value) return uint8_t(sign | max_code(t));
   // Exponent of a, floored to the format's smallest normal exponent (subnormals share its quantum).
   const int emin = 1 - f.bias;
@@ -126,7 +126,7 @@ MXATTN_HD inline uint8_t encode(DType t, float x) {
 MXATTN_HD inline int scale_exponent(DType t, float amax, ScaleMode mode) {
   if (!(amax > 0.0f)) return 0;
   const FormatInfo f = format_info(t);
-  const uint32_t u = core::float_bits(amax);
+  const uint32_t u = base::float_bits(amax);
   int floor_log2 = int(u >> 23) - 127;
   if ((u >> 23) == 0) {  // f32 subnormal
     floor_log2 = -127;
@@ -157,11 +157,11 @@ MXATTN_HD inline uint8_t quantize_block(DType t, const float* x, int count, Scal
   float amax = 0.0f;
   bool nonfinite = false;
   for (int i = 0; i < count; ++i) {
-    const uint32_t a_bits = core::float_bits(x[i]) & 0x7fffffffu;
+    const uint32_t a_bits = base::float_bits(x[i]) & 0x7fffffffu;
     if (a_bits >= 0x7f800000u) {
       nonfinite = true;
-    } else if (core::bits_float(a_bits) > amax) {
-      amax = core::bits_float(a_bits);
+    } else if (base::bits_float(a_bits) > amax) {
+      amax = base::bits_float(a_bits);
     }
   }
   if (nonfinite && !has_nonfinite_codes(t)) {

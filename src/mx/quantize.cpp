@@ -3,7 +3,7 @@
 #include <string>
 #include <utility>
 
-#include "core/host_tensor.h"
+#include "base/host_tensor.h"
 #include "mx/formats.h"
 #include "mx/views.h"
 #include "mxattn/mx.h"
@@ -171,7 +171,7 @@ Status quantize(const TensorView& src, const TensorView& data, const TensorView&
       float values[kMxBlock];
       uint8_t block_codes[kMxBlock];
       for (int i = 0; i < count; ++i) {
-        values[i] = core::load_float(
+        values[i] = base::load_float(
             src, src_base + (task.first + i) * src.stride[axis] + w * tasks.inner_stride(src));
       }
       scale_bytes[scale_base + w * tasks.inner_stride(scales)] =
@@ -207,7 +207,7 @@ Status dequantize(const TensorView& data, const TensorView& scales, int axis,
       for (int64_t k = task.first; k < task.last; ++k) {
         const uint8_t code = mx::load_code(
             data.dtype, codes, data_base + k * data.stride[axis] + w * tasks.inner_stride(data));
-        core::store_float(dst, dst_base + k * dst.stride[axis] + w * tasks.inner_stride(dst),
+        base::store_float(dst, dst_base + k * dst.stride[axis] + w * tasks.inner_stride(dst),
                           mx::decode(data.dtype, code) * scale);
       }
     }

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "core/problem.h"
+#include "base/index.h"
 #include "mx/views.h"
 #include "mxattn/mx.h"
 
@@ -74,7 +74,7 @@ Status smooth_keys(const TensorView& k, const TensorView& kv_len, const TensorVi
     }
     if (Status s = mx::check_backed("kv_len", kv_len); !s) return s;
     for (int64_t b = 0; b < batch; ++b) {
-      const int32_t len = core::read_i32(kv_len, core::offset_of(kv_len, b));
+      const int32_t len = base::read_i32(kv_len, base::offset_of(kv_len, b));
       if (len < 0 || len > seq_k) {
         return Status::invalid("kv_len[" + std::to_string(b) + "] = " + std::to_string(len) +
                                " is outside [0, " + std::to_string(seq_k) + "]");
@@ -90,16 +90,16 @@ Status smooth_keys(const TensorView& k, const TensorView& kv_len, const TensorVi
     for (int64_t b = 0; b < batch; ++b) {
       for (int64_t h = 0; h < heads; ++h) {
         const int64_t valid =
-            kv_len.given() ? core::read_i32(kv_len, core::offset_of(kv_len, b)) : seq_k;
+            kv_len.given() ? base::read_i32(kv_len, base::offset_of(kv_len, b)) : seq_k;
         std::fill(sum.begin(), sum.end(), 0.0);
         for (int64_t j = 0; j < valid; ++j) {
-          for (int64_t d = 0; d < dim; ++d) sum[size_t(d)] += keys[core::offset_of(k, b, j, h, d)];
+          for (int64_t d = 0; d < dim; ++d) sum[size_t(d)] += keys[base::offset_of(k, b, j, h, d)];
         }
         for (int64_t d = 0; d < dim; ++d) {
           // The mean as stored is what an engine adds back, so subtract exactly that value.
           const float mean = valid > 0 ? float(sum[size_t(d)] / double(valid)) : 0.0f;
-          means[core::offset_of(k_mean, b, h, d)] = mean;
-          for (int64_t j = 0; j < valid; ++j) keys[core::offset_of(k, b, j, h, d)] -= mean;
+          means[base::offset_of(k_mean, b, h, d)] = mean;
+          for (int64_t j = 0; j < valid; ++j) keys[base::offset_of(k, b, j, h, d)] -= mean;
         }
       }
     }

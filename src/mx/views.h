@@ -7,7 +7,7 @@
 #include <string>
 #include <string_view>
 
-#include "core/validate.h"
+#include "base/storage.h"
 #include "mxattn/status.h"
 #include "mxattn/tensor.h"
 
@@ -23,10 +23,10 @@ inline Status check_given(const char* name, const TensorView& v) {
   return Status::ok();
 }
 
-// A given view whose memory passes core::check_storage (strides, packing, size, bytes backed).
+// A given view whose memory passes base::check_storage (strides, packing, size, bytes backed).
 inline Status check_backed(const char* name, const TensorView& v) {
   if (Status s = check_given(name, v); !s) return s;
-  return core::check_storage(name, v);
+  return base::check_storage(name, v);
 }
 
 // Enumerates the index combinations of a subset of a view's axes (the "outer" axes of a loop), in

@@ -39,18 +39,18 @@ int32_t per_batch(const std::vector<int32_t>& values, int64_t b) {
 }
 
 // Stores an f32 tensor in a plain float type, or quantizes it to an MX type along `axis`.
-Status store(const core::HostTensor& src, DType format, ScaleMode mode, int axis,
+Status store(const base::HostTensor& src, DType format, ScaleMode mode, int axis,
              const std::vector<int64_t>& scale_shape, const std::vector<int>& scale_order,
-             core::HostTensor* data, core::HostTensor* scales) {
+             base::HostTensor* data, base::HostTensor* scales) {
   std::vector<int64_t> shape(src.view().shape, src.view().shape + src.view().rank);
-  *data = core::HostTensor(format, shape);
+  *data = base::HostTensor(format, shape);
   if (!is_mx(format)) {
     for (int64_t i = 0; i < src.numel(); ++i) {
-      core::store_float(data->view(), i, src.data<float>()[i]);
+      base::store_float(data->view(), i, src.data<float>()[i]);
     }
     return Status::ok();
   }
-  *scales = core::HostTensor(DType::e8m0, scale_shape);
+  *scales = base::HostTensor(DType::e8m0, scale_shape);
   TensorView scale_view = scales->view();
   if (!scale_order.empty()) {
     scale_view =
@@ -60,7 +60,7 @@ Status store(const core::HostTensor& src, DType format, ScaleMode mode, int axis
 }
 
 // Copies token rows (all heads) of a dense [B, Sk, H, D] tensor into pages [P, ps, H, D].
-void scatter_token_rows(const core::HostTensor& dense, const core::HostTensor& pool,
+void scatter_token_rows(const base::HostTensor& dense, const base::HostTensor& pool,
                         const std::vector<int32_t>& table, int64_t max_pages, int64_t page_size) {
   const TensorView& d = dense.view();
   const int64_t row_bytes = *contiguous_bytes(d.dtype, d.shape[2] * d.shape[3]);
@@ -95,12 +95,12 @@ Status Workload::build(const Config& c, Workload* w, const Inputs& inputs) {
   const int64_t B = c.batch, Sq = c.seq_q, Sk = c.seq_k, Hq = c.heads_q, Hkv = c.heads_kv;
   const int64_t Dqk = c.dim_qk, Dv = c.dim_v;
 
-  w->q_src_ = core::HostTensor(DType::f32, {B, Sq, Hq, Dqk});
-  w->k_src_ = core::HostTensor(DType::f32, {B, Sk, Hkv, Dqk});
-  w->v_src_ = core::HostTensor(DType::f32, {B, Sk, Hkv, Dv});
+  w->q_src_ = base::HostTensor(DType::f32, {B, Sq, Hq, Dqk});
+  w->k_src_ = base::HostTensor(DType::f32, {B, Sk, Hkv, Dqk});
+  w->v_src_ = base::HostTensor(DType::f32, {B, Sk, Hkv, Dv});
   const struct {
     const TensorView* given;
-    core::HostTensor* dst;
+    base::HostTensor* dst;
     const char* name;
   } sources[] = {
       {inputs.q, &w->q_src_, "Q"}, {inputs.k, &w->k_src_, "K"}, {inputs.v, &w->v_src_, "V"}};
@@ -119,7 +119,7 @@ Status Workload::build(const Config& c, Workload* w, const Inputs& inputs) {
                              ", found " + std::string(name_of(given->dtype)) + " " +
                              given->shape_string());
     }
-    for (int64_t i = 0; i < dst->numel(); ++i) dst->data<float>()[i] = core::load_float(*given, i);
+    for (int64_t i = 0; i < dst->numel(); ++i) dst->data<float>()[i] = base::load_float(*given, i);
   }
   if (c.k_outlier != 0) {
     // A few channels of every key carry a large common offset, as real keys do.
@@ -133,14 +133,14 @@ Status Workload::build(const Config& c, Workload* w, const Inputs& inputs) {
   AttentionArgs& a = w->args_;
   a = AttentionArgs{};
   if (!c.kv_len.empty()) {
-    w->kv_len_ = core::HostTensor(DType::i32, {B});
+    w->kv_len_ = base::HostTensor(DType::i32, {B});
     for (int64_t b = 0; b < B; ++b) w->kv_len_.data<int32_t>()[b] = per_batch(c.kv_len, b);
     a.kv_len = w->kv_len_.view();
   }
 
   // What the producer stores: optionally rotated and smoothed, then quantized.
-  core::HostTensor q_work(DType::f32, {B, Sq, Hq, Dqk});
-  core::HostTensor k_work(DType::f32, {B, Sk, Hkv, Dqk});
+  base::HostTensor q_work(DType::f32, {B, Sq, Hq, Dqk});
+  base::HostTensor k_work(DType::f32, {B, Sk, Hkv, Dqk});
   std::memcpy(q_work.view().data, w->q_src_.view().data, size_t(w->q_src_.bytes()));
   std::memcpy(k_work.view().data, w->k_src_.view().data, size_t(w->k_src_.bytes()));
   if (c.hadamard) {
@@ -148,7 +148,7 @@ Status Workload::build(const Config& c, Workload* w, const Inputs& inputs) {
     if (Status st = hadamard_rotate(k_work.view()); !st) return st;
   }
   if (c.smooth_k) {
-    w->k_mean_ = core::HostTensor(DType::f32, {B, Hkv, Dqk});
+    w->k_mean_ = base::HostTensor(DType::f32, {B, Hkv, Dqk});
     if (Status st = smooth_keys(k_work.view(), a.kv_len, w->k_mean_.view()); !st) return st;
     a.k_mean = w->k_mean_.view();
   }
@@ -159,7 +159,7 @@ Status Workload::build(const Config& c, Workload* w, const Inputs& inputs) {
       !st) {
     return st;
   }
-  core::HostTensor k_dense, k_scales_dense, v_dense, v_scales_dense;
+  base::HostTensor k_dense, k_scales_dense, v_dense, v_scales_dense;
   if (Status st = store(k_work, c.k_format, c.scale_mode, 3, {B, Sk, Hkv, Dqk / kMxBlock}, {},
                         &k_dense, &k_scales_dense);
       !st) {
@@ -176,7 +176,7 @@ Status Workload::build(const Config& c, Workload* w, const Inputs& inputs) {
 
   // Everything past kv_len is poisoned (all bits set: NaN in every float type, NaN scales), so an
   // engine that reads it shows.
-  const auto poison_tail = [&](core::HostTensor& t) {
+  const auto poison_tail = [&](base::HostTensor& t) {
     if (!t.view().given() || c.kv_len.empty()) return;
     const int64_t row_bytes =
         *contiguous_bytes(t.view().dtype, t.view().shape[2] * t.view().shape[3]);
@@ -204,11 +204,11 @@ Status Workload::build(const Config& c, Workload* w, const Inputs& inputs) {
     std::mt19937_64 rng(c.seed ^ 0x5eedull);
     std::shuffle(order.begin(), order.end(), rng);
     std::vector<int32_t> table(order.begin(), order.begin() + B * max_pages);
-    w->block_table_ = core::HostTensor(DType::i32, {B, max_pages});
+    w->block_table_ = base::HostTensor(DType::i32, {B, max_pages});
     std::copy(table.begin(), table.end(), w->block_table_.data<int32_t>());
 
-    const auto make_pool = [&](const core::HostTensor& dense, core::HostTensor* pool) {
-      *pool = core::HostTensor(dense.view().dtype,
+    const auto make_pool = [&](const base::HostTensor& dense, base::HostTensor* pool) {
+      *pool = base::HostTensor(dense.view().dtype,
                                {pages, ps, dense.view().shape[2], dense.view().shape[3]});
       std::memset(pool->view().data, 0xff, size_t(pool->bytes()));
       scatter_token_rows(dense, *pool, table, max_pages, ps);
@@ -226,7 +226,7 @@ Status Workload::build(const Config& c, Workload* w, const Inputs& inputs) {
         }
         // [B, Hkv, nb, Dv] blocks of 32 keys -> [pages, Hkv, ps / 32, Dv].
         const int64_t per_page = ps / kMxBlock, nb = blocks(Sk);
-        w->v_scales_ = core::HostTensor(DType::e8m0, {pages, Hkv, per_page, Dv});
+        w->v_scales_ = base::HostTensor(DType::e8m0, {pages, Hkv, per_page, Dv});
         std::memset(w->v_scales_.view().data, 0xff, size_t(w->v_scales_.bytes()));
         const auto* src = v_scales_dense.data<uint8_t>();
         auto* dst = w->v_scales_.data<uint8_t>();
@@ -252,16 +252,16 @@ Status Workload::build(const Config& c, Workload* w, const Inputs& inputs) {
   a.k_scales = w->k_scales_.view();
   a.v_scales = w->v_scales_.view();
 
-  w->o_ = core::HostTensor(c.o_format, {B, Sq, Hq, Dv});
+  w->o_ = base::HostTensor(c.o_format, {B, Sq, Hq, Dv});
   a.o = w->o_.view();
   if (c.return_lse) {
-    w->lse_ = core::HostTensor(DType::f32, {B, Hq, Sq});
+    w->lse_ = base::HostTensor(DType::f32, {B, Hq, Sq});
     a.lse = w->lse_.view();
   }
 
   a.causal = c.causal;
   if (!c.prefix_offset.empty()) {
-    w->prefix_offset_ = core::HostTensor(DType::i32, {B});
+    w->prefix_offset_ = base::HostTensor(DType::i32, {B});
     for (int64_t b = 0; b < B; ++b)
       w->prefix_offset_.data<int32_t>()[b] = per_batch(c.prefix_offset, b);
     a.prefix_offset = w->prefix_offset_.view();
@@ -281,13 +281,13 @@ Status Workload::build(const Config& c, Workload* w, const Inputs& inputs) {
       }
     }
     // The workload's own copies, so that it owns every buffer of its problem.
-    const auto copy = [](const TensorView& from, core::HostTensor* to) {
-      *to = core::HostTensor(DType::i32, {from.shape[0], from.shape[1], from.shape[2]});
+    const auto copy = [](const TensorView& from, base::HostTensor* to) {
+      *to = base::HostTensor(DType::i32, {from.shape[0], from.shape[1], from.shape[2]});
       int32_t* out = to->data<int32_t>();
       for (int64_t x = 0; x < from.shape[0]; ++x)
         for (int64_t y = 0; y < from.shape[1]; ++y)
           for (int64_t z = 0; z < from.shape[2]; ++z) {
-            *out++ = static_cast<const int32_t*>(from.data)[core::offset_of(from, x, y, z)];
+            *out++ = static_cast<const int32_t*>(from.data)[base::offset_of(from, x, y, z)];
           }
     };
     copy(*inputs.row_ptr, &w->row_ptr_);
@@ -301,8 +301,8 @@ Status Workload::build(const Config& c, Workload* w, const Inputs& inputs) {
     const int64_t nkb = (Sk + c.block_k - 1) / c.block_k;
     const int64_t per_row =
         std::clamp<int64_t>(std::llround(c.sparse_density * double(nkb)), 0, nkb);
-    w->row_ptr_ = core::HostTensor(DType::i32, {1, Hq, nqb + 1});
-    w->col_idx_ = core::HostTensor(DType::i32, {1, Hq, std::max<int64_t>(1, nqb * per_row)});
+    w->row_ptr_ = base::HostTensor(DType::i32, {1, Hq, nqb + 1});
+    w->col_idx_ = base::HostTensor(DType::i32, {1, Hq, std::max<int64_t>(1, nqb * per_row)});
     std::mt19937_64 rng(c.seed ^ 0xb5ull);
     std::vector<int32_t> cols(static_cast<size_t>(nkb));
     for (int64_t h = 0; h < Hq; ++h) {
@@ -347,9 +347,9 @@ AttentionArgs Workload::unquantized_args(const TensorView& o, const TensorView& 
 }
 
 void Workload::poison_outputs() {
-  for (core::HostTensor* t : {&o_, &lse_}) {
+  for (base::HostTensor* t : {&o_, &lse_}) {
     if (!t->view().given()) continue;
-    for (int64_t i = 0; i < t->numel(); ++i) core::store_float(t->view(), i, NAN);
+    for (int64_t i = 0; i < t->numel(); ++i) base::store_float(t->view(), i, NAN);
   }
 }
 

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "core/host_tensor.h"
+#include "base/host_tensor.h"
 #include "mxattn/attention.h"
 #include "mxattn/mx.h"
 
@@ -93,10 +93,10 @@ class Workload {
  private:
   Config config_;
   AttentionArgs args_;
-  core::HostTensor q_src_, k_src_, v_src_;  // f32, dense, before quantization
-  core::HostTensor q_, k_, v_, q_scales_, k_scales_, v_scales_;
-  core::HostTensor o_, lse_;
-  core::HostTensor kv_len_, prefix_offset_, block_table_, row_ptr_, col_idx_, k_mean_;
+  base::HostTensor q_src_, k_src_, v_src_;  // f32, dense, before quantization
+  base::HostTensor q_, k_, v_, q_scales_, k_scales_, v_scales_;
+  base::HostTensor o_, lse_;
+  base::HostTensor kv_len_, prefix_offset_, block_table_, row_ptr_, col_idx_, k_mean_;
 };
 
 }  // namespace mxattn::workload

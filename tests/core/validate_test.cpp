@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "core/host_tensor.h"
+#include "base/host_tensor.h"
 #include "core/problem.h"
 #include "core/validate.h"
 #include "mxattn/attention.h"
@@ -16,6 +16,8 @@
 
 namespace mxattn::core {
 namespace {
+
+using base::HostTensor;
 
 constexpr int64_t kB = 2, kSq = 16, kHq = 4, kHkv = 2, kDqk = 64, kDv = 32, kSk = 40;
 

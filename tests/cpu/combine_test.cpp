@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/host_tensor.h"
+#include "base/host_tensor.h"
 #include "core/split_plan.h"
 #include "cpu/compare.h"
 #include "cpu/problem_gen.h"
@@ -23,7 +23,7 @@ struct CombineCase {
         counts(DType::i32, {1, 1, rows}),
         o(out_type, {1, rows, 1, dim}),
         lse(DType::f32, {1, 1, rows}) {
-    for (int64_t e = 0; e < o.numel(); ++e) core::store_float(o.view(), e, NAN);
+    for (int64_t e = 0; e < o.numel(); ++e) base::store_float(o.view(), e, NAN);
     for (int64_t e = 0; e < lse.numel(); ++e) lse.data<float>()[e] = NAN;
   }
   CombineArgs args() const {
@@ -35,7 +35,7 @@ struct CombineCase {
     a.lse = lse.view();
     return a;
   }
-  core::HostTensor partial_o, partial_lse, counts, o, lse;
+  base::HostTensor partial_o, partial_lse, counts, o, lse;
 };
 
 const DType kFloatTypes[] = {DType::f32, DType::f16, DType::bf16};
@@ -46,14 +46,14 @@ TEST(Combine, AllMinusInfPartialsGiveZeroAndMinusInf) {
       SCOPED_TRACE(std::string(name_of(partial_type)) + " -> " + std::string(name_of(out_type)));
       CombineCase c(3, 4, 8, partial_type, out_type);
       for (int64_t e = 0; e < c.partial_o.numel(); ++e)
-        core::store_float(c.partial_o.view(), e, 0.0f);
+        base::store_float(c.partial_o.view(), e, 0.0f);
       for (int64_t e = 0; e < c.partial_lse.numel(); ++e)
         c.partial_lse.data<float>()[e] = -INFINITY;
       const int32_t counts[] = {3, 1, 0, 2};
       std::copy(std::begin(counts), std::end(counts), c.counts.data<int32_t>());
       const Status st = combine(c.args());
       ASSERT_TRUE(st.is_ok()) << st.message();
-      for (int64_t e = 0; e < c.o.numel(); ++e) ASSERT_EQ(core::load_float(c.o.view(), e), 0.0f);
+      for (int64_t e = 0; e < c.o.numel(); ++e) ASSERT_EQ(base::load_float(c.o.view(), e), 0.0f);
       for (int64_t r = 0; r < 4; ++r) ASSERT_EQ(c.lse.data<float>()[r], -INFINITY);
     }
   }
@@ -177,7 +177,7 @@ TEST(SplitCounts, ConservativeCountsCombineToTheSameResult) {
       ASSERT_TRUE(p.run(engine).is_ok());
       const Outputs want = p.outputs();
 
-      core::HostTensor counts(DType::i32, {spec.batch, spec.heads_q, spec.seq_q});
+      base::HostTensor counts(DType::i32, {spec.batch, spec.heads_q, spec.seq_q});
       for (int64_t b = 0; b < spec.batch; ++b) {
         core::Visibility vis;
         vis.last = spec.kv_len_of(b) - 1;
@@ -190,8 +190,8 @@ TEST(SplitCounts, ConservativeCountsCombineToTheSameResult) {
             counts.data<int32_t>()[(b * spec.heads_q + h) * spec.seq_q + i] =
                 int32_t(core::conservative_split_count(vis, i, spec.tile_n, spec.split_kv));
       }
-      core::HostTensor o(spec.o_type, {spec.batch, spec.seq_q, spec.heads_q, spec.dim_v});
-      core::HostTensor lse(DType::f32, {spec.batch, spec.heads_q, spec.seq_q});
+      base::HostTensor o(spec.o_type, {spec.batch, spec.seq_q, spec.heads_q, spec.dim_v});
+      base::HostTensor lse(DType::f32, {spec.batch, spec.heads_q, spec.seq_q});
       CombineArgs a;
       a.partial_o = p.args().split.partial_o;
       a.partial_lse = p.args().split.partial_lse;
@@ -201,7 +201,7 @@ TEST(SplitCounts, ConservativeCountsCombineToTheSameResult) {
       const Status st = combine(a);
       ASSERT_TRUE(st.is_ok()) << st.message();
       std::vector<float> got_o, got_lse;
-      for (int64_t e = 0; e < o.numel(); ++e) got_o.push_back(core::load_float(o.view(), e));
+      for (int64_t e = 0; e < o.numel(); ++e) got_o.push_back(base::load_float(o.view(), e));
       for (int64_t e = 0; e < lse.numel(); ++e) got_lse.push_back(lse.data<float>()[e]);
       ASSERT_TRUE(values_bitwise_equal(want.o, got_o, "O"));
       ASSERT_TRUE(values_bitwise_equal(want.lse, got_lse, "LSE"));

@@ -14,7 +14,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/float16.h"
+#include "base/float16.h"
 #include "cpu/aligned.h"
 #include "cpu/fast.h"
 #include "cpu/fast_rows.h"
@@ -187,7 +187,7 @@ TEST_P(DirectRowDecoding, EveryF16Value) {
       sources[size_t(j)] = {reinterpret_cast<const uint8_t*>(rows.data() + j * kWidth), nullptr};
     }
     expect_unit_results(format, sources,
-                        [&](int64_t j) { return core::f16_to_float(uint16_t(c0 + j)); });
+                        [&](int64_t j) { return base::f16_to_float(uint16_t(c0 + j)); });
     if (HasFatalFailure()) return;
   }
 }

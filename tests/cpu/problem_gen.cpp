@@ -111,7 +111,7 @@ DType random_input_type(Rng& rng, const SpecRange& range) {
 
 // A view of `shape` over fresh zeroed storage, its axes in memory order `order` (outermost first),
 // `step` elements apart on the innermost axis and `pad` unused elements after each innermost run.
-TensorView allocate(std::vector<core::HostTensor>& storage, DType dtype,
+TensorView allocate(std::vector<base::HostTensor>& storage, DType dtype,
                     const std::vector<int64_t>& shape, const std::vector<int>& order, int64_t step,
                     int64_t pad) {
   TensorView v;
@@ -134,7 +134,7 @@ TensorView allocate(std::vector<core::HostTensor>& storage, DType dtype,
 
 // Contiguous, or (strided specs) a random order of the outer axes with padding after each row and,
 // for plain floats, sometimes every other element of the innermost axis.
-TensorView allocate_laid_out(std::vector<core::HostTensor>& storage, Rng& rng, bool strided,
+TensorView allocate_laid_out(std::vector<base::HostTensor>& storage, Rng& rng, bool strided,
                              DType dtype, const std::vector<int64_t>& shape) {
   std::vector<int> order(shape.size());
   std::iota(order.begin(), order.end(), 0);
@@ -146,7 +146,7 @@ TensorView allocate_laid_out(std::vector<core::HostTensor>& storage, Rng& rng, b
   return allocate(storage, dtype, shape, order, step, pad);
 }
 
-TensorView allocate_i32(std::vector<core::HostTensor>& storage, const std::vector<int64_t>& shape,
+TensorView allocate_i32(std::vector<base::HostTensor>& storage, const std::vector<int64_t>& shape,
                         const std::vector<int32_t>& values) {
   std::vector<int> order(shape.size());
   std::iota(order.begin(), order.end(), 0);
@@ -186,7 +186,7 @@ void store_rows(const TensorView& dst, const TensorView& scales, const Spec& spe
         const KeyPlace at = place(x0, x1);
         for (int64_t h = 0; h < heads; ++h)
           for (int64_t d = 0; d < dim; ++d)
-            core::store_float(dst, core::offset_of(dst, at.outer, at.slot, h, d),
+            base::store_float(dst, base::offset_of(dst, at.outer, at.slot, h, d),
                               src[size_t(src_at(x0, x1, h, d))]);
       }
     return;
@@ -194,8 +194,8 @@ void store_rows(const TensorView& dst, const TensorView& scales, const Spec& spe
   const TensorView source =
       make_view(const_cast<float*>(src.data()), DType::f32, {n0, n1, heads, dim});
   const int64_t blocks = along_keys ? (n1 + 31) / 32 : dim / 32;
-  core::HostTensor codes(dst.dtype, {n0, n1, heads, dim});
-  core::HostTensor block_scales(DType::e8m0, along_keys
+  base::HostTensor codes(dst.dtype, {n0, n1, heads, dim});
+  base::HostTensor block_scales(DType::e8m0, along_keys
                                                  ? std::vector<int64_t>{n0, blocks, heads, dim}
                                                  : std::vector<int64_t>{n0, n1, heads, blocks});
   check(quantize(source, codes.view(), block_scales.view(), along_keys ? 1 : 3, spec.scale_mode),
@@ -208,11 +208,11 @@ void store_rows(const TensorView& dst, const TensorView& scales, const Spec& spe
       const KeyPlace at = place(x0, x1);
       for (int64_t h = 0; h < heads; ++h) {
         std::memcpy(
-            byte_ptr(dst) + core::offset_of(dst, at.outer, at.slot, h, 0) * bits_of(dst.dtype) / 8,
+            byte_ptr(dst) + base::offset_of(dst, at.outer, at.slot, h, 0) * bits_of(dst.dtype) / 8,
             code_bytes + src_at(x0, x1, h, 0) * bits_of(dst.dtype) / 8, size_t(row_bytes));
         if (along_keys) continue;
         for (int64_t k = 0; k < blocks; ++k) {
-          byte_ptr(scales)[core::offset_of(scales, at.outer, at.slot, h, k)] =
+          byte_ptr(scales)[base::offset_of(scales, at.outer, at.slot, h, k)] =
               scale_bytes[((x0 * n1 + x1) * heads + h) * blocks + k];
         }
       }
@@ -223,7 +223,7 @@ void store_rows(const TensorView& dst, const TensorView& scales, const Spec& spe
       const KeyPlace at = key_block(x0, kb);
       for (int64_t h = 0; h < heads; ++h)
         for (int64_t d = 0; d < dim; ++d)
-          byte_ptr(scales)[core::offset_of(scales, at.outer, h, at.slot, d)] =
+          byte_ptr(scales)[base::offset_of(scales, at.outer, h, at.slot, d)] =
               scale_bytes[((x0 * blocks + kb) * heads + h) * dim + d];
     }
 }
@@ -235,14 +235,14 @@ void poison_key_row(const TensorView& data, const TensorView& scales, bool head_
   for (int64_t h = 0; h < heads; ++h) {
     if (!is_mx(data.dtype)) {
       for (int64_t d = 0; d < dim; ++d)
-        core::store_float(data, core::offset_of(data, outer, slot, h, d), poison);
+        base::store_float(data, base::offset_of(data, outer, slot, h, d), poison);
       continue;
     }
-    std::memset(byte_ptr(data) + core::offset_of(data, outer, slot, h, 0) * bits_of(data.dtype) / 8,
+    std::memset(byte_ptr(data) + base::offset_of(data, outer, slot, h, 0) * bits_of(data.dtype) / 8,
                 0xff, size_t(dim * bits_of(data.dtype) / 8));
     if (!head_dim_scales) continue;
     for (int64_t k = 0; k < dim / 32; ++k)
-      byte_ptr(scales)[core::offset_of(scales, outer, slot, h, k)] = 0xff;
+      byte_ptr(scales)[base::offset_of(scales, outer, slot, h, k)] = 0xff;
   }
 }
 
@@ -250,7 +250,7 @@ void fill_float(const TensorView& v, float value) {
   if (!v.given()) return;
   const int64_t bytes = bytes_needed(v).value_or(0);
   const int64_t n = bytes / (bits_of(v.dtype) / 8);
-  for (int64_t e = 0; e < n; ++e) core::store_float(v, e, value);
+  for (int64_t e = 0; e < n; ++e) base::store_float(v, e, value);
 }
 
 int64_t offset5(const TensorView& v, int64_t i0, int64_t i1, int64_t i2, int64_t i3, int64_t i4) {
@@ -492,7 +492,7 @@ void TestProblem::build() {
           continue;
         for (int64_t h = 0; h < s.heads_kv; ++h)
           for (int64_t d = 0; d < s.dim_v; ++d)
-            byte_ptr(a.v_scales)[core::offset_of(a.v_scales, x, h, kb, d)] = 0xff;
+            byte_ptr(a.v_scales)[base::offset_of(a.v_scales, x, h, kb, d)] = 0xff;
       }
     }
   }
@@ -587,13 +587,13 @@ Outputs TestProblem::outputs() const {
     for (int64_t i = 0; i < s.seq_q; ++i)
       for (int64_t h = 0; h < s.heads_q; ++h)
         for (int64_t d = 0; d < s.dim_v; ++d)
-          out.o.push_back(core::load_float(a.o, core::offset_of(a.o, b, i, h, d)));
+          out.o.push_back(base::load_float(a.o, base::offset_of(a.o, b, i, h, d)));
   const auto rows = [&](const TensorView& v, std::vector<float>& dst) {
     if (!v.given()) return;
     for (int64_t b = 0; b < s.batch; ++b)
       for (int64_t h = 0; h < s.heads_q; ++h)
         for (int64_t i = 0; i < s.seq_q; ++i)
-          dst.push_back(static_cast<const float*>(v.data)[core::offset_of(v, b, h, i)]);
+          dst.push_back(static_cast<const float*>(v.data)[base::offset_of(v, b, h, i)]);
   };
   rows(a.lse, out.lse);
   const TensorView& po = a.split.partial_o;
@@ -609,14 +609,14 @@ Outputs TestProblem::outputs() const {
       for (int64_t h = 0; h < s.heads_q; ++h)
         for (int64_t i = 0; i < s.seq_q; ++i)
           out.partial_lse.push_back(
-              static_cast<const float*>(pl.data)[core::offset_of(pl, sl, b, h, i)]);
+              static_cast<const float*>(pl.data)[base::offset_of(pl, sl, b, h, i)]);
   }
   const TensorView& counts = a.split.counts;
   if (counts.given()) {
     for (int64_t b = 0; b < s.batch; ++b)
       for (int64_t h = 0; h < s.heads_q; ++h)
         for (int64_t i = 0; i < s.seq_q; ++i)
-          out.counts.push_back(core::read_i32(counts, core::offset_of(counts, b, h, i)));
+          out.counts.push_back(base::read_i32(counts, base::offset_of(counts, b, h, i)));
   }
   return out;
 }

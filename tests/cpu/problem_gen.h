@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "core/host_tensor.h"
+#include "base/host_tensor.h"
 #include "cpu/fast_kernels.h"
 #include "mxattn/attention.h"
 #include "mxattn/mx.h"
@@ -195,7 +195,7 @@ class TestProblem {
   ProblemData data_;
   AttentionArgs args_;
   int64_t slots_ = 0;
-  std::vector<core::HostTensor> storage_;
+  std::vector<base::HostTensor> storage_;
   std::vector<std::unique_ptr<GuardedBuffer>> guarded_;
 };
 

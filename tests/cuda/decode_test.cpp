@@ -404,7 +404,7 @@ TEST(CudaDecode, ExtremeScalesMatchReference) {
         const AttentionArgs& a = problem->args();
         const auto set_scale = [](const TensorView& scales, int64_t b, int64_t key, int64_t h,
                                   int64_t block, uint8_t e) {
-          static_cast<uint8_t*>(scales.data)[core::offset_of(scales, b, key, h, block)] = e;
+          static_cast<uint8_t*>(scales.data)[base::offset_of(scales, b, key, h, block)] = e;
         };
         set_scale(a.k_scales, 0, 100, 0, 1, 0xff);  // rows of (b 0, KV head 0): NaN
         set_scale(a.v_scales, 1, 50, 1, 1, 0xff);   // dims 32-63 of (b 1, KV head 1): NaN
@@ -442,7 +442,7 @@ TEST(CudaDecode, NarrowMxScaleWindowMatchesReference) {
       for (TestProblem* problem : {&ref, &narrow, &wide}) {
         const AttentionArgs& a = problem->args();
         const auto set_scale = [&](int64_t b, int64_t key, int64_t block, int e) {
-          static_cast<uint8_t*>(a.v_scales.data)[core::offset_of(a.v_scales, b, key, 0, block)] =
+          static_cast<uint8_t*>(a.v_scales.data)[base::offset_of(a.v_scales, b, key, 0, block)] =
               uint8_t(e);
         };
         set_scale(0, 40, 0, 127 + 12);  // one key, blocks 2^24 apart

@@ -11,7 +11,7 @@
 #include <random>
 #include <vector>
 
-#include "core/float16.h"
+#include "base/float16.h"
 #include "cuda/device_ops.cuh"
 #include "cuda/kv_format.cuh"
 #include "mx/formats.h"
@@ -123,7 +123,7 @@ void check_format() {
       for (int half = 0; half < 2; ++half) {
         const uint8_t code = groups[size_t(n)][size_t(pair_element<T>(p, half))];
         const uint16_t bits = uint16_t(raw[size_t(n * 4 + p)] >> (16 * half));
-        const float got = core::f16_to_float(bits) * raw_factor;
+        const float got = base::f16_to_float(bits) * raw_factor;
         const float want = mx::decode(T, code);
         if (!same_value(want, got) && bad++ < 5) {
           ADD_FAILURE() << "code 0x" << std::hex << int(code) << std::dec << " decodes to " << got
@@ -132,10 +132,10 @@ void check_format() {
         const int64_t value = n * 8 + p * 2 + half;
         for (int e = 0; e < 256; e += (n % 7 == 0 ? 1 : 37)) {
           const float exact = mx::decode(T, code) / raw_factor * mx::decode_scale(uint8_t(e));
-          const uint16_t want_bits = core::float_to_bf16(exact);
+          const uint16_t want_bits = base::float_to_bf16(exact);
           const uint16_t got_bits = scaled[size_t(value * 256 + e)];
           const bool ok =
-              std::isnan(exact) ? std::isnan(core::bf16_to_float(got_bits)) : want_bits == got_bits;
+              std::isnan(exact) ? std::isnan(base::bf16_to_float(got_bits)) : want_bits == got_bits;
           if (!ok && bad++ < 5) {
             ADD_FAILURE() << "code 0x" << std::hex << int(code) << " scale 0x" << e << std::dec
                           << " gives bf16 0x" << std::hex << got_bits << ", expected 0x"

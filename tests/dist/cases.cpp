@@ -177,9 +177,9 @@ Status quantize_whole(const AttentionArgs& plain, const Case& c, QuantizedWhole*
   out->args = out->plain;
   if (sq.q) {
     const TensorView& q = plain.q;
-    out->q = core::HostTensor(*sq.q, {q.shape[0], q.shape[1], q.shape[2], q.shape[3]});
+    out->q = base::HostTensor(*sq.q, {q.shape[0], q.shape[1], q.shape[2], q.shape[3]});
     out->q_scales =
-        core::HostTensor(DType::e8m0, {q.shape[0], q.shape[1], q.shape[2], q.shape[3] / kMxBlock});
+        base::HostTensor(DType::e8m0, {q.shape[0], q.shape[1], q.shape[2], q.shape[3] / kMxBlock});
     if (Status st = quantize(q, out->q.view(), out->q_scales.view(), 3, sq.mode); !st) return st;
     out->args.q = out->q.view();
     out->args.q_scales = out->q_scales.view();
@@ -187,20 +187,20 @@ Status quantize_whole(const AttentionArgs& plain, const Case& c, QuantizedWhole*
   const TensorView& k = plain.k;
   const TensorView& v = plain.v;
   const int64_t B = k.shape[0], Sk = k.shape[1], H = k.shape[2];
-  out->k = core::HostTensor(*sq.k, {B, Sk, H, k.shape[3]});
-  out->k_scales = core::HostTensor(DType::e8m0, {B, Sk, H, k.shape[3] / kMxBlock});
+  out->k = base::HostTensor(*sq.k, {B, Sk, H, k.shape[3]});
+  out->k_scales = base::HostTensor(DType::e8m0, {B, Sk, H, k.shape[3] / kMxBlock});
   if (Status st = quantize(k, out->k.view(), out->k_scales.view(), 3, sq.mode); !st) return st;
-  out->v = core::HostTensor(*sq.v, {B, Sk, H, v.shape[3]});
+  out->v = base::HostTensor(*sq.v, {B, Sk, H, v.shape[3]});
   if (v_axis == VScaleAxis::keys) {
     out->v_scales =
-        core::HostTensor(DType::e8m0, {B, H, (Sk + kMxBlock - 1) / kMxBlock, v.shape[3]});
+        base::HostTensor(DType::e8m0, {B, H, (Sk + kMxBlock - 1) / kMxBlock, v.shape[3]});
     if (Status st =
             quantize(v, out->v.view(), permuted(out->v_scales.view(), {0, 2, 1, 3}), 1, sq.mode);
         !st) {
       return st;
     }
   } else {
-    out->v_scales = core::HostTensor(DType::e8m0, {B, Sk, H, v.shape[3] / kMxBlock});
+    out->v_scales = base::HostTensor(DType::e8m0, {B, Sk, H, v.shape[3] / kMxBlock});
     if (Status st = quantize(v, out->v.view(), out->v_scales.view(), 3, sq.mode); !st) return st;
   }
   out->args.k = out->k.view();

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "core/host_tensor.h"
+#include "base/host_tensor.h"
 #include "mxattn/dist.h"
 #include "workload/workload.h"
 
@@ -40,7 +40,7 @@ Case mx_v_along_keys_case(uint64_t seed, int ranks);
 // The whole problem of a quantize-on-send case quantized in one process: `args` are the gathered
 // tensors, `plain` what the shards are cut from.
 struct QuantizedWhole {
-  core::HostTensor q, q_scales, k, k_scales, v, v_scales;
+  base::HostTensor q, q_scales, k, k_scales, v, v_scales;
   AttentionArgs args;
   AttentionArgs plain;
 };

@@ -8,7 +8,7 @@
 #include <memory>
 #include <vector>
 
-#include "core/host_tensor.h"
+#include "base/host_tensor.h"
 #include "dist/cases.h"
 #include "dist/slice.h"
 #include "mxattn/dist.h"

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "core/host_tensor.h"
+#include "base/host_tensor.h"
 #include "dist/cases.h"
 #include "dist/layout.h"
 #include "dist/slice.h"
@@ -53,7 +53,7 @@ void expect_sharded_matches(dist::Communicator& comm, const Case& c, const Atten
   dist::PlacedShard placed;
   ASSERT_TRUE(placed.place(comm, shard));
 
-  core::HostTensor gathered_o, gathered_lse;
+  base::HostTensor gathered_o, gathered_lse;
   const Status local = dist::single_process_on_gathered(comm, placed.args(), c.quantization,
                                                         options, &gathered_o, &gathered_lse);
   ASSERT_TRUE(local) << local.message();
@@ -257,8 +257,8 @@ TEST_F(ShardedAttention, MxVAlongKeysFromUnalignedShardsIsRefusedClearly) {
   dist::ShardStorage storage;
   AttentionArgs shard;
   ASSERT_TRUE(dist::slice_shard(problem.args(), mine, mine, &storage, &shard));
-  core::HostTensor v(DType::e4m3, {1, mine.length, 2, 32});
-  core::HostTensor v_scales(DType::e8m0, {1, 2, (mine.length + 31) / 32, 32});
+  base::HostTensor v(DType::e4m3, {1, mine.length, 2, 32});
+  base::HostTensor v_scales(DType::e8m0, {1, 2, (mine.length + 31) / 32, 32});
   if (mine.length > 0) {
     ASSERT_TRUE(
         quantize(shard.v, v.view(), permuted(v_scales.view(), {0, 2, 1, 3}), 1, ScaleMode::floor));

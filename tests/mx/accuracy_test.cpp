@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <string>
 
-#include "core/host_tensor.h"
+#include "base/host_tensor.h"
 #include "core/metrics.h"
 #include "mxattn/attention.h"
 #include "workload/workload.h"
@@ -29,12 +29,12 @@ core::ErrorMetrics quantization_error(const workload::Config& config) {
   const Status quantized = attention(w.args(), reference);
   EXPECT_TRUE(quantized) << quantized.message();
   const TensorView& o = w.args().o;
-  core::HostTensor truth(DType::f32, {o.shape[0], o.shape[1], o.shape[2], o.shape[3]});
+  base::HostTensor truth(DType::f32, {o.shape[0], o.shape[1], o.shape[2], o.shape[3]});
   const Status exact = attention(w.unquantized_args(truth.view(), {}), reference);
   EXPECT_TRUE(exact) << exact.message();
   core::ErrorAccumulator acc;
   for (int64_t i = 0; i < truth.numel(); ++i) {
-    acc.add(truth.data<float>()[i], core::load_float(o, i));
+    acc.add(truth.data<float>()[i], base::load_float(o, i));
   }
   return acc.result();
 }

@@ -7,7 +7,7 @@
 #include <limits>
 #include <vector>
 
-#include "core/float16.h"
+#include "base/float16.h"
 #include "mx/formats.h"
 #include "mx/spec_formats.h"
 

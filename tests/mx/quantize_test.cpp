@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "core/float16.h"
+#include "base/float16.h"
 #include "mx/spec_formats.h"
 #include "mxattn/mx.h"
 
@@ -333,15 +333,15 @@ TEST(Quantize, DequantizeToHalfTypes) {
       uint16_t h, b;
       std::memcpy(&h, half.bytes.data() + 2 * i, 2);
       std::memcpy(&b, brain.bytes.data() + 2 * i, 2);
-      EXPECT_EQ(h, core::float_to_f16(exact.f32()[i]));
-      EXPECT_EQ(b, core::float_to_bf16(exact.f32()[i]));
+      EXPECT_EQ(h, base::float_to_f16(exact.f32()[i]));
+      EXPECT_EQ(b, base::float_to_bf16(exact.f32()[i]));
     }
     // f16 and bf16 sources quantize their exact values.
     Buffer src_half(DType::f16, {3, 64});
     for (int64_t i = 0; i < 192; ++i) {
-      const uint16_t h = core::float_to_f16(src.f32()[i]);
+      const uint16_t h = base::float_to_f16(src.f32()[i]);
       std::memcpy(src_half.bytes.data() + 2 * i, &h, 2);
-      src.f32()[i] = core::f16_to_float(h);
+      src.f32()[i] = base::f16_to_float(h);
     }
     Buffer data_half(f.type, {3, 64});
     Buffer scales_half(DType::e8m0, {3, 2});

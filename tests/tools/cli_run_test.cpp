@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "core/float16.h"
+#include "base/float16.h"
 #include "mx_files.h"
 #include "npy.h"
 #include "test_files.h"
@@ -76,7 +76,7 @@ TEST(CliRun, BadArgumentsExitTwoWithOneLine) {
   EXPECT_EQ(unknown.exit_code, 2);
   EXPECT_EQ(unknown.err, "mxattn: unknown verb 'frobnicate' (see mxattn --help)\n");
 
-  core::HostTensor x(DType::f32, {2, 8});
+  base::HostTensor x(DType::f32, {2, 8});
   ASSERT_TRUE(write_npy(dir.file("x.npy"), x.view()));
   const CommandResult bad_axis = run_cli(
       dir, "quant " + dir.file("x.npy") + " --format mxfp4 --axis 2 --out " + dir.file("p"));
@@ -118,12 +118,12 @@ TEST(CliRun, PlanShowsThePinnedCountsAndTheAutoTarget) {
   EXPECT_TRUE(is_one_line(negative.err)) << negative.err;
 }
 
-void fill(core::HostTensor& x, uint64_t seed) {
+void fill(base::HostTensor& x, uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::normal_distribution<float> normal;
   std::uniform_int_distribution<int> binade(-8, 8);
   for (int64_t i = 0; i < x.numel(); ++i) {
-    core::store_float(x.view(), i, std::ldexp(normal(rng), binade(rng)));
+    base::store_float(x.view(), i, std::ldexp(normal(rng), binade(rng)));
   }
 }
 
@@ -134,7 +134,7 @@ TEST(CliRun, QuantDequantRoundTripMatchesTheLibrary) {
   SCOPED_TRACE("seed " + std::to_string(seed));
   const std::vector<int64_t> shape = {3, 37,
                                       38};  // partial blocks on both axes, FP6/FP4 row padding
-  core::HostTensor x(DType::f32, shape);
+  base::HostTensor x(DType::f32, shape);
   fill(x, seed);
   x.data<float>()[100] = NAN;
   const std::string input = dir.file("x.npy");
@@ -163,15 +163,15 @@ TEST(CliRun, QuantDequantRoundTripMatchesTheLibrary) {
         layout.axis = axis < 0 ? axis + 3 : axis;
         layout.shape = shape;
         layout.mode = std::string(mode) == "floor" ? ScaleMode::floor : ScaleMode::rceil;
-        core::HostTensor data(DType::e8m0, layout.data_file_shape());
-        core::HostTensor scales(DType::e8m0, layout.scales_shape());
+        base::HostTensor data(DType::e8m0, layout.data_file_shape());
+        base::HostTensor scales(DType::e8m0, layout.scales_shape());
         const TensorView data_view = layout.data_view(data.view().data, data.bytes());
         const TensorView scales_view = layout.scales_view(scales.view().data, scales.bytes());
         ASSERT_TRUE(quantize(x.view(), data_view, scales_view, layout.axis, layout.mode));
-        core::HostTensor want(DType::f32, shape);
+        base::HostTensor want(DType::f32, shape);
         ASSERT_TRUE(dequantize(data_view, scales_view, layout.axis, want.view()));
 
-        core::HostTensor got_data, got_scales, got;
+        base::HostTensor got_data, got_scales, got;
         ASSERT_TRUE(read_npy(data_path(prefix), &got_data));
         ASSERT_TRUE(read_npy(scales_path(prefix), &got_scales));
         ASSERT_TRUE(read_npy(output, &got));
@@ -192,12 +192,12 @@ TEST(CliRun, QuantDequantRoundTripMatchesTheLibrary) {
   ASSERT_EQ(d16.exit_code, 0) << d16.err;
   const CommandResult d32 = run_cli(dir, "dequant " + prefix + " --out " + dir.file("y32.npy"));
   ASSERT_EQ(d32.exit_code, 0) << d32.err;
-  core::HostTensor y16, y32;
+  base::HostTensor y16, y32;
   ASSERT_TRUE(read_npy(output, &y16));
   ASSERT_TRUE(read_npy(dir.file("y32.npy"), &y32));
   ASSERT_EQ(y16.view().dtype, DType::bf16);
   for (int64_t i = 0; i < y32.numel(); ++i) {
-    ASSERT_EQ(y16.data<uint16_t>()[i], core::float_to_bf16(y32.data<float>()[i])) << i;
+    ASSERT_EQ(y16.data<uint16_t>()[i], base::float_to_bf16(y32.data<float>()[i])) << i;
   }
 }
 

@@ -35,14 +35,14 @@ TEST(Npy, RoundTripsEveryDtype) {
     for (const std::vector<int64_t>& shape :
          {std::vector<int64_t>{5}, std::vector<int64_t>{2, 3, 4}, std::vector<int64_t>{1, 0, 2},
           std::vector<int64_t>{1, 2, 1, 2, 1, 3}}) {
-      core::HostTensor t_in(t, shape);
+      base::HostTensor t_in(t, shape);
       auto* bytes = static_cast<unsigned char*>(t_in.view().data);
       for (int64_t i = 0; i < t_in.bytes(); ++i) bytes[i] = static_cast<unsigned char>(i * 37 + 11);
       const std::string path = dir.file("a.npy");
       ASSERT_TRUE(write_npy(path, t_in.view()));
       const std::string file = read_bytes(path);
       EXPECT_EQ(file.size() % 64, size_t(t_in.bytes()) % 64);  // header padded to 64 bytes
-      core::HostTensor t_out;
+      base::HostTensor t_out;
       const Status s = read_npy(path, &t_out);
       ASSERT_TRUE(s) << s.message();
       EXPECT_EQ(t_out.view().dtype, t);
@@ -59,11 +59,11 @@ TEST(Npy, ReadsHeadersAsNumpyWritesThem) {
   const std::string bf16 = header_v1("{'descr': '<V2', 'fortran_order': False, 'shape': (2, 3), }");
   ASSERT_EQ(bf16.size(), 128u);
   write_bytes(dir.file("bf16.npy"), bf16 + std::string(12, '\x3f'));
-  core::HostTensor t;
+  base::HostTensor t;
   ASSERT_TRUE(read_npy(dir.file("bf16.npy"), &t));
   EXPECT_EQ(t.view().dtype, DType::bf16);
   EXPECT_EQ(t.view().shape_string(), "[2, 3]");
-  EXPECT_EQ(core::bf16_to_float(t.data<uint16_t>()[0]), core::bf16_to_float(0x3f3f));
+  EXPECT_EQ(base::bf16_to_float(t.data<uint16_t>()[0]), base::bf16_to_float(0x3f3f));
 
   // Version 2: a 4-byte header length.
   std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }";
@@ -87,7 +87,7 @@ TEST(Npy, RejectsWhatItCannotRead) {
   const auto message = [&](const std::string& contents) {
     const std::string path = dir.file("bad.npy");
     write_bytes(path, contents);
-    core::HostTensor t;
+    base::HostTensor t;
     const Status s = read_npy(path, &t);
     EXPECT_FALSE(s);
     return s.message().substr(path.size() + 2);
@@ -107,7 +107,7 @@ TEST(Npy, RejectsWhatItCannotRead) {
   EXPECT_EQ(message(header_v1("{'descr': '<f4', 'shape': (3,), }")),
             "the header needs 'descr' (a string), 'fortran_order' and 'shape' (a tuple)");
   EXPECT_EQ(message("PK\x03\x04 a zip file"), "not a .npy file (no \\x93NUMPY magic)");
-  core::HostTensor t;
+  base::HostTensor t;
   const Status missing = read_npy(dir.file("missing.npy"), &t);
   EXPECT_EQ(missing.message(), dir.file("missing.npy") + ": cannot open for reading");
 
@@ -141,7 +141,7 @@ std::string zip_member(const std::string& name, const std::string& data, int met
 // .npz archives: members by name in order, int64 index arrays narrowed to int32, the errors.
 TEST(Npz, ReadsStoredMembersAndSaysWhyItRefusesOthers) {
   const TempDir dir("npz");
-  core::HostTensor a(DType::i32, {2, 3});
+  base::HostTensor a(DType::i32, {2, 3});
   for (int i = 0; i < 6; ++i) a.data<int32_t>()[i] = i * 7 - 3;
   ASSERT_TRUE(write_npy(dir.file("a.npy"), a.view()));
   const std::string a_npy = read_bytes(dir.file("a.npy"));
@@ -154,7 +154,7 @@ TEST(Npz, ReadsStoredMembersAndSaysWhyItRefusesOthers) {
   write_bytes(dir.file("ok.npz"), zip_member("row_ptr.npy", a_npy) +
                                       zip_member("notes.txt", "ignored") +
                                       zip_member("col_idx.npy", wide) + end_of_directory);
-  std::vector<std::pair<std::string, core::HostTensor>> arrays;
+  std::vector<std::pair<std::string, base::HostTensor>> arrays;
   const Status st = read_npz(dir.file("ok.npz"), NpyRead::index, &arrays);
   ASSERT_TRUE(st) << st.message();
   ASSERT_EQ(arrays.size(), 2u);

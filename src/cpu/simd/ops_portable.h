@@ -6,7 +6,7 @@
 #include <cmath>
 #include <cstdint>
 
-#include "core/float16.h"
+#include "base/float16.h"
 #include "mx/formats.h"
 
 namespace mxattn::cpu::simd {
@@ -71,10 +71,10 @@ struct Portable {
   }
 
   static F from_f16(const uint16_t* p) {
-    return each([&](int i) { return core::f16_to_float(p[i]); });
+    return each([&](int i) { return base::f16_to_float(p[i]); });
   }
   static F from_bf16(const uint16_t* p) {
-    return each([&](int i) { return core::bf16_to_float(p[i]); });
+    return each([&](int i) { return base::bf16_to_float(p[i]); });
   }
   static F from_e5m2(const uint8_t* p) {
     return each([&](int i) { return mx::decode(DType::e5m2, p[i]); });

@@ -321,7 +321,7 @@ Status plan_prefill(const AttentionArgs& args, PrefillPlan* plan) {
     for (int64_t b = 0; b < p.batch; ++b)
       for (int64_t h = 0; h < p.heads_kv; ++h)
         for (int64_t d = 0; d < p.dim_qk; ++d)
-          k_mean.push_back(static_cast<const float*>(km.data)[core::offset_of(km, b, h, d)]);
+          k_mean.push_back(static_cast<const float*>(km.data)[base::offset_of(km, b, h, d)]);
   }
   const int64_t at_k_mean = layout.take(int64_t(k_mean.size() * sizeof(float)));
 

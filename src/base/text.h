@@ -4,7 +4,7 @@
 #include <sstream>
 #include <string>
 
-namespace mxattn::core {
+namespace mxattn::base {
 
 template <class... Parts>
 std::string cat(const Parts&... parts) {
@@ -13,4 +13,4 @@ std::string cat(const Parts&... parts) {
   return s.str();
 }
 
-}  // namespace mxattn::core
+}  // namespace mxattn::base

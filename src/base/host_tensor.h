@@ -8,10 +8,10 @@
 #include <new>
 #include <vector>
 
-#include "core/float16.h"
+#include "base/float16.h"
 #include "mxattn/tensor.h"
 
-namespace mxattn::core {
+namespace mxattn::base {
 
 class HostTensor {
  public:
@@ -74,4 +74,4 @@ inline void store_float(const TensorView& v, int64_t i, float x) {
   }
 }
 
-}  // namespace mxattn::core
+}  // namespace mxattn::base

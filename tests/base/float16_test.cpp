@@ -5,9 +5,9 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/float16.h"
+#include "base/float16.h"
 
-namespace mxattn::core {
+namespace mxattn::base {
 namespace {
 
 // Round to nearest even with `mantissa_bits` fraction bits and smallest normal exponent `min_exp`;
@@ -134,4 +134,4 @@ TEST(BFloat16, Specials) {
 }
 
 }  // namespace
-}  // namespace mxattn::core
+}  // namespace mxattn::base

@@ -6,7 +6,7 @@
 
 #include "mxattn/config.h"
 
-namespace mxattn::core {
+namespace mxattn::base {
 
 MXATTN_HD inline uint32_t float_bits(float f) {
   uint32_t u;
@@ -59,4 +59,4 @@ MXATTN_HD inline uint16_t float_to_f16(float f) {
   return uint16_t(sign | ((rounded - (112u << 23)) >> 13));
 }
 
-}  // namespace mxattn::core
+}  // namespace mxattn::base
