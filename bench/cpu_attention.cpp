@@ -47,6 +47,7 @@
 #include "base/host_tensor.h"
 #include "core/plan.h"
 #include "core/problem.h"
+#include "api/engines.h"
 #include "cpu/engines.h"
 #include "cpu/fast.h"
 #include "mxattn/attention.h"
@@ -378,7 +379,7 @@ class Runner {
       std::cerr << c_.name << ": " << st.message() << "\n";
       std::exit(1);
     }
-    mxattn::cpu::run_fast_with(isa_, p, mxattn::cpu::split_params(p), threads_);
+    mxattn::cpu::run_fast_with(isa_, p, mxattn::api::split_params(p, mxattn::api::EngineKind::cpu_fast), threads_);
     return seconds_since(t0) * 1e3;
   }
 

@@ -5,6 +5,16 @@
 #include "npy.h"
 
 namespace mxattn::tools {
+
+void add_engine_flag(FlagParser& flags, Engine* engine) {
+  flags.add_choice("engine", engine,
+                   {{"auto", Engine::automatic},
+                    {"cpu", Engine::cpu_fast},
+                    {"reference", Engine::cpu_reference},
+                    {"cuda", Engine::cuda}},
+                   "engine (auto: the GPU if there is one and it runs the problem, else the fast "
+                   "CPU engine)");
+}
 namespace {
 
 std::vector<std::pair<std::string, DType>> input_formats() {

@@ -11,6 +11,9 @@
 
 namespace mxattn::tools {
 
+// `--engine auto|cpu|reference|cuda`, as `mxattn run` and `mxattn plan` both take it.
+void add_engine_flag(FlagParser& flags, Engine* engine);
+
 class ProblemFlags {
  public:
   // Registers the flags, with `config`'s current values as the defaults.

@@ -12,7 +12,7 @@
 #include "core/metrics.h"
 #include "core/plan.h"
 #include "core/problem.h"
-#include "cpu/engines.h"
+#include "api/engines.h"
 #include "progress.h"
 #include "runner.h"
 
@@ -174,7 +174,8 @@ int run_problem(const workload::Config& config, const RunSettings& settings,
   return pass ? 0 : 1;
 }
 
-int print_plan(const workload::Config& config, int64_t max_tiles, const workload::Inputs& inputs) {
+int print_plan(const workload::Config& config, Engine engine, int64_t max_tiles,
+               const workload::Inputs& inputs) {
   workload::Workload w;
   if (Status st = workload::Workload::build(config, &w, inputs); !st) {
     std::fprintf(stderr, "mxattn plan: %s\n", st.message().c_str());
@@ -185,8 +186,26 @@ int print_plan(const workload::Config& config, int64_t max_tiles, const workload
     std::fprintf(stderr, "mxattn plan: %s\n", st.message().c_str());
     return 2;
   }
-  const core::SplitParams s = cpu::split_params(p);
+  // The engine `mxattn run` would take: with `auto`, the CUDA path where there is a GPU and it
+  // supports the problem, else the fast CPU engine.
+  api::EngineKind kind = api::EngineKind::cpu_fast;
+  const bool gpu = engine == Engine::cuda || (engine == Engine::automatic && gpu_present());
+  if (Status st = api::choose_engine(p, gpu ? Engine::cuda : engine, gpu, &kind); !st) {
+    std::fprintf(stderr, "mxattn plan: %s\n", st.message().c_str());
+    return 2;
+  }
+  if (Status st = api::check_support(p, kind); !st) {
+    if (engine != Engine::automatic) {
+      std::fprintf(stderr, "mxattn plan: %s\n", st.message().c_str());
+      return 2;
+    }
+    std::printf("note:    the CUDA engine does not run this problem (%s); using the CPU\n",
+                st.message().c_str());
+    kind = api::EngineKind::cpu_fast;
+  }
+  const core::SplitParams s = api::split_params(p, kind);
   std::printf("problem: %s\n", w.describe().c_str());
+  std::printf("engine:  %s\n", api::name_of(kind).data());
   std::printf("plan:    tile_m=%lld rows, tile_n=%lld keys, split_kv=%s",
               static_cast<long long>(s.tile_m), static_cast<long long>(s.tile_n),
               s.split_kv == 0 ? "auto" : std::to_string(s.split_kv).c_str());

@@ -24,7 +24,7 @@ int run_problem(const workload::Config& config, const RunSettings& settings,
 
 // Prints the split partition of the problem: per query tile the key-tile range of each split, the
 // exact counts, and the conservative per-row counts.
-int print_plan(const workload::Config& config, int64_t max_tiles,
+int print_plan(const workload::Config& config, Engine engine, int64_t max_tiles,
                const workload::Inputs& inputs = {});
 
 }  // namespace mxattn::tools

@@ -27,7 +27,7 @@ std::unique_ptr<Runner> make_cpu_runner(workload::Workload& w, Engine engine, in
 // True when this build has the CUDA engine and the machine has a GPU.
 bool gpu_present();
 
-// The CUDA engines on a GPU mirror of `w`: prefill where cuda::prefers_prefill says so and it
+// The CUDA engines on a GPU mirror of `w`: prefill where api::choose_engine says so and it
 // supports the problem, else decode (unsupported problems give ErrorCode::unsupported).
 Status make_cuda_runner(workload::Workload& w, std::unique_ptr<Runner>* out);
 

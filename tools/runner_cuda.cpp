@@ -3,7 +3,8 @@
 
 #include <string>
 
-#include "cuda/device_args.h"
+#include "api/cuda_plan.h"
+#include "cuda/common/device_args.h"
 #include "runner.h"
 
 namespace mxattn::tools {
@@ -49,7 +50,7 @@ class CudaRunner final : public Runner {
  private:
   workload::Workload& w_;
   cuda::DeviceArgs device_;
-  cuda::EnginePlan plan_;
+  api::CudaPlan plan_;
   cudaEvent_t start_ = nullptr, stop_ = nullptr;
 };
 

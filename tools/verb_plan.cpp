@@ -9,16 +9,19 @@ namespace mxattn::tools {
 int verb_plan(int argc, char** argv) {
   FlagParser flags(
       "plan", "[flags]",
-      "Prints the split-KV partition of a problem: per query tile the key-tile range of\n"
-      "each split, the exact valid-split count, and rocMLIR's conservative per-row counts.");
+      "Prints the split-KV partition of a problem as the engine that runs it splits it: per\n"
+      "query tile the key-tile range of each split, the exact valid-split count, and\n"
+      "rocMLIR's conservative per-row counts. Takes the same problem flags and defaults as\n"
+      "`mxattn run`.");
   workload::Config config;
-  config.k_format = config.v_format = config.q_format = DType::f32;
   ProblemFlags problem(flags, &config);
+  Engine engine = Engine::automatic;
+  add_engine_flag(flags, &engine);
   int64_t max_tiles = 64;
   flags.add_int("max-tiles", &max_tiles, "query tiles to print at most");
   if (std::optional<int> exit = flags.parse(argc, argv)) return *exit;
   if (std::optional<int> exit = problem.finish(flags)) return *exit;
-  return print_plan(config, max_tiles, problem.inputs());
+  return print_plan(config, engine, max_tiles, problem.inputs());
 }
 
 }  // namespace mxattn::tools

@@ -18,12 +18,7 @@ int verb_run(int argc, char** argv) {
   ProblemFlags problem(flags, &config);
   RunSettings settings;
   int64_t threads = 0, repeat = 0;
-  flags.add_choice("engine", &settings.engine,
-                   {{"auto", Engine::automatic},
-                    {"cpu", Engine::cpu_fast},
-                    {"reference", Engine::cpu_reference},
-                    {"cuda", Engine::cuda}},
-                   "engine (auto: the GPU if there is one, else the fast CPU engine)");
+  add_engine_flag(flags, &settings.engine);
   flags.add_int("threads", &threads, "CPU threads (0: all)");
   flags.add_int("repeat", &repeat, "timed runs (0: as many as fit in about half a second)");
   flags.add_bool("verify", &settings.verify, "check O and LSE against the f64 reference");

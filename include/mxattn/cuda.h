@@ -26,21 +26,9 @@
 
 namespace mxattn::cuda {
 
-// The engine's default tiles: a query tile of up to 16 rows (all heads of a KV group share each K/V
-// load) and key tiles of 64 keys, so that auto split_kv (SplitParams' target tiles per split) gives
-// each CTA at least 512 keys, while short sequences still get enough splits to fill the GPU.
-inline constexpr int64_t kDefaultTileM = 16;
-inline constexpr int64_t kDefaultTileN = 64;
-
-// The key tile plan_decode uses when SplitOptions::tile_n is 0, from the logical key capacity Sk
-// of the cache (paged: max_pages * page_size) alone, never from the batch size or the other
-// sequences' lengths, so auto split_kv stays batch invariant. Long caches take 128-key tiles (auto
-// split then gives each CTA at least 1024 keys, halving the per-CTA start and merge costs and the
-// combine's bytes); caches below 2048 keys take 32-key tiles, so that a short sequence still
-// splits into enough CTAs to fill the GPU; kDefaultTileN in between.
-constexpr int64_t default_tile_n(int64_t seq_k) {
-  return seq_k >= 4096 ? 128 : seq_k >= 2048 ? kDefaultTileN : 32;
-}
+namespace detail {
+struct PlanAccess;  // how the library fills a plan
+}  // namespace detail
 
 // Scheduling choices of the decode engine. None changes a result bit: every split is computed by
 // the same code, in the same order, whichever CTA computes it.
@@ -69,6 +57,10 @@ class DecodePlan {
   bool ready() const { return impl_ != nullptr; }
   // Split slots S of the partial buffers: the largest split count of any query tile.
   int64_t partial_slots() const;
+  // The partition's query and key tiles (spec §3): the caller's SplitOptions, or the engine's
+  // defaults (docs/spec.md lists them).
+  int64_t tile_m() const;
+  int64_t tile_n() const;
   // Number of CTAs the split kernel launches, and whether the splits' partials are combined: by
   // the split kernel itself (the last CTA of each query tile), or, when the caller asked for the
   // partials or the counts, by a combine kernel after it.
@@ -79,8 +71,7 @@ class DecodePlan {
   const Impl* impl() const { return impl_.get(); }
 
  private:
-  friend Status plan_decode(const AttentionArgs& args, DecodePlan* plan,
-                            const DecodeOptions& options);
+  friend struct detail::PlanAccess;
   std::unique_ptr<Impl> impl_;
 };
 
@@ -100,14 +91,5 @@ Status run_decode(const DecodePlan& plan, const AttentionArgs& device_args, void
 // benchmark of the combine kernel on its own bytes). A no-op when the plan does not combine.
 Status run_combine(const DecodePlan& plan, const AttentionArgs& device_args, void* stream);
 
-#ifdef MXATTN_TIMELINE
-// Diagnostics build only (CMake -DMXATTN_TIMELINE=ON). The decode split kernels and the prefill
-// kernels launched from now on record, per CTA (index x + y * gridDim.x, up to `ctas` CTAs),
-// kTimelineSlots 64-bit words into `records` (device memory): %globaltimer stamps in ns at marks
-// along the CTA's life (src/cuda/timeline.cuh names them for each engine), the last word the SM's
-// id. Marks a CTA does not reach keep what was there. nullptr stops the recording.
-inline constexpr int kTimelineSlots = 8;
-void set_kernel_timeline(uint64_t* records, int64_t ctas);
-#endif
 
 }  // namespace mxattn::cuda

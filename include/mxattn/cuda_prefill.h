@@ -38,14 +38,9 @@ struct PrefillTiles {
 };
 PrefillTiles prefill_tiles(int64_t dim_qk, int64_t dim_v);
 
-// The engine's auto split_kv target (SPEC 3's fixed target, in key tiles per split): 4096 keys'
-// worth of the partition's key tiles, ceil(4096 / tile_n) (32 tiles of 128 keys; 52 of the 80-key
-// tiles of Dqk 256). Prefill has many query tiles to fill the GPU with, so it splits only long key
-// runs, where the decode engine splits every 8 tiles. SplitOptions::auto_target overrides it.
-inline constexpr int64_t kPrefillTargetKeysPerSplit = 4096;
-inline constexpr int64_t prefill_target_tiles_per_split(int64_t tile_n) {
-  return tile_n > 0 ? (kPrefillTargetKeysPerSplit + tile_n - 1) / tile_n : 1;
-}
+namespace detail {
+struct PlanAccess;  // how the library fills a plan
+}  // namespace detail
 
 class PrefillPlan {
  public:
@@ -65,7 +60,7 @@ class PrefillPlan {
   const Impl* impl() const { return impl_.get(); }
 
  private:
-  friend Status plan_prefill(const AttentionArgs& args, PrefillPlan* plan);
+  friend struct detail::PlanAccess;
   std::unique_ptr<Impl> impl_;
 };
 

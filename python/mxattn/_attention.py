@@ -121,7 +121,7 @@ class _Outputs:
     """The outputs of a call, made in the caller's framework and set on the call."""
 
     def __init__(self, call, q, engine, *, out, out_dtype, return_lse, return_partials):
-        shapes = _mxattn.output_shapes(call, engine)
+        shapes = _mxattn.output_shapes(call, engine, bool(return_partials))
         self.like = q
         if out is None:
             out = _arrays.empty_like_framework(q, shapes["o"], _out_type(q, out_dtype))
@@ -192,7 +192,8 @@ def plan(q, k, v, *, causal=None, prefix_offset=None, kv_len=None, window=None, 
          sparse=None, block_table=None, q_scales=None, k_scales=None, v_scales=None,
          formats=None, v_scale_axis="head_dim", tile_m=0, tile_n=0, engine="auto"):
     """The split-KV partition (SPEC 3) that `attention` with the same arguments runs on `engine`,
-    as `mxattn plan` prints it: a dict with the resolved tile_m, tile_n, split_kv and
+    as `mxattn plan` prints it: a dict with the engine that runs it ("cpu-fast", "cpu-reference",
+    "cuda-decode" or "cuda-prefill"), the resolved tile_m, tile_n, split_kv and
     partial_slots, and under "tiles" one dict per query tile: b, h (None: every head shares it),
     rows (first, last), key_tiles, split_kv, count (exact valid-split count), splits (per split:
     tiles, key_tiles (first, last) and keys (first, last), or None when empty) and

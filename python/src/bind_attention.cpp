@@ -7,26 +7,19 @@
 
 #include "bindings.h"
 #include "call_args.h"
+#include "api/engines.h"
 #include "core/plan.h"
 #include "core/problem.h"
-#include "cpu/engines.h"
 #include "decode_step.h"
 #include "mxattn/combine.h"
-#include "mxattn/cuda.h"
 
 namespace mxattn::python {
 
 namespace {
 
-struct EngineChoice {
-  Engine engine = Engine::cpu_fast;
-  int64_t tile_m = cpu::kTileM;  // the engine's default tiles, which shape its split plan
-  int64_t tile_n = cpu::kTileN;
-  int64_t auto_target = cpu::kAutoTarget;  // split_kv auto: key tiles per split
-};
-
-// "auto" follows the tensors: the CUDA engine on a GPU, the fast CPU engine on the host.
-EngineChoice choose_engine(const std::string& name, Placement where) {
+// The engine `name` asks for, checked against where the tensors are: "auto" follows them (the
+// CUDA path on a GPU, the fast CPU engine on the host).
+Engine requested_engine(const std::string& name, Placement where) {
   Engine engine;
   if (name == "auto") {
     engine = where.on_gpu ? Engine::cuda : Engine::cpu_fast;
@@ -40,19 +33,15 @@ EngineChoice choose_engine(const std::string& name, Placement where) {
     throw nb::value_error(
         ("engine must be 'auto', 'cpu', 'reference' or 'cuda', found '" + name + "'").c_str());
   }
-  if (engine == Engine::cuda) {
-    if (!where.on_gpu) {
-      throw nb::value_error("engine 'cuda' needs the tensors on a GPU; they are on the host");
-    }
-    return {engine, cuda::kDefaultTileM, cuda::kDefaultTileN,
-            core::SplitParams{}.target_tiles_per_split};
+  if (engine == Engine::cuda && !where.on_gpu) {
+    throw nb::value_error("engine 'cuda' needs the tensors on a GPU; they are on the host");
   }
-  if (where.on_gpu) {
+  if (engine != Engine::cuda && where.on_gpu) {
     throw nb::value_error(
         ("engine '" + name + "' reads host memory but the tensors are on " + where.describe())
             .c_str());
   }
-  return {engine, cpu::kTileM, cpu::kTileN, cpu::kAutoTarget};
+  return engine;
 }
 
 // Validates the call as it will run, with stand-in outputs where the caller has not set them yet:
@@ -78,12 +67,20 @@ nb::tuple shape_tuple(std::initializer_list<int64_t> dims) {
   return nb::tuple(l);
 }
 
-// Shapes of the outputs a call needs, and the split slots S of its partials under `engine`.
-nb::dict output_shapes(const CallArgs& call, const std::string& engine) {
-  const EngineChoice choice = choose_engine(engine, call.placement());
-  const core::Problem p = validated(call);
-  const core::SplitParams split =
-      core::resolve_split(p, choice.tile_m, choice.tile_n, choice.auto_target);
+// The engine that runs the call (api::choose_engine: the one home of that choice).
+api::EngineKind engine_kind(const CallArgs& call, const core::Problem& p, const std::string& name) {
+  const Placement where = call.placement();
+  api::EngineKind kind;
+  raise_if_failed(api::choose_engine(p, requested_engine(name, where), where.on_gpu, &kind));
+  return kind;
+}
+
+// Shapes of the outputs a call needs, and the split slots S of its partials under `engine`; with
+// `partials`, the engine chosen as it will be once the call holds partial outputs.
+nb::dict output_shapes(const CallArgs& call, const std::string& engine, bool partials) {
+  core::Problem p = validated(call);
+  if (partials) p.args.split.partial_o = p.args.o;  // stands for the partials the call will hold
+  const core::SplitParams split = api::split_params(p, engine_kind(call, p, engine));
   nb::dict d;
   d["o"] = shape_tuple({p.batch, p.seq_q, p.heads_q, p.dim_v});
   d["lse"] = shape_tuple({p.batch, p.heads_q, p.seq_q});
@@ -92,15 +89,15 @@ nb::dict output_shapes(const CallArgs& call, const std::string& engine) {
 }
 
 void run(const CallArgs& call, const std::string& engine, int threads, uintptr_t stream) {
-  const EngineChoice choice = choose_engine(engine, call.placement());
-  if (choice.engine == Engine::cuda) {
+  const Engine requested = requested_engine(engine, call.placement());
+  if (requested == Engine::cuda) {
     run_cuda(call, stream);
     return;
   }
   Status status;
   {
     nb::gil_scoped_release released;
-    status = attention(call.args(), RunOptions{choice.engine, threads, nullptr});
+    status = attention(call.args(), RunOptions{requested, threads, nullptr});
   }
   raise_if_failed(status);
 }
@@ -124,10 +121,9 @@ nb::dict describe_split(const core::QueryTile& q, int64_t split, int64_t tile_n)
 // The split partition of the call under `engine`, as `mxattn plan` prints it: per query tile its
 // key tiles, the key range of each split, the exact count and rocMLIR's conservative row counts.
 nb::dict split_plan(const CallArgs& call, const std::string& engine) {
-  const EngineChoice choice = choose_engine(engine, call.placement());
   const core::Problem p = validated(call);
-  const core::SplitParams s =
-      core::resolve_split(p, choice.tile_m, choice.tile_n, choice.auto_target);
+  const api::EngineKind kind = engine_kind(call, p, engine);
+  const core::SplitParams s = api::split_params(p, kind);
   nb::list tiles;
   const int64_t per_head = core::query_tiles_per_head(p, s);
   // Heads share one partition unless the sparse layout differs per head.
@@ -156,7 +152,7 @@ nb::dict split_plan(const CallArgs& call, const std::string& engine) {
     }
   }
   nb::dict d;
-  d["engine"] = choice.engine == Engine::cuda ? "cuda" : "cpu";
+  d["engine"] = std::string(api::name_of(kind));
   d["tile_m"] = s.tile_m;
   d["tile_n"] = s.tile_n;
   d["split_kv"] = s.split_kv == 0 ? nb::object(nb::str("auto")) : nb::object(nb::int_(s.split_kv));
@@ -225,7 +221,7 @@ void bind_attention(nb::module_& m) {
       .def_prop_ro("device_id", &DecodeStep::device_id);
 
   m.def("cuda_engine_built", &cuda_engine_built);
-  m.def("output_shapes", &output_shapes, nb::arg("call"), nb::arg("engine"));
+  m.def("output_shapes", &output_shapes, nb::arg("call"), nb::arg("engine"), nb::arg("partials"));
   m.def("run", &run, nb::arg("call"), nb::arg("engine"), nb::arg("threads"), nb::arg("stream"));
   m.def("split_plan", &split_plan, nb::arg("call"), nb::arg("engine"));
   m.def("combine", &combine_partials, nb::arg("partial_o"), nb::arg("partial_o_type"),

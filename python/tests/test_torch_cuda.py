@@ -56,6 +56,28 @@ def test_decode_bf16_cache_matches_sdpa(split_kv):
     assert_close(o, sdpa(q, k, v, kv_len=kv_len.tolist()), 2e-2)
 
 
+@pytest.mark.parametrize("keys", [1024, 5000, 40000])
+def test_auto_split_partials_are_sized_for_the_engine_and_recombine(keys):
+    # The CUDA engine's own partition (its tiles and auto target) sizes the partial buffers; the
+    # host combine of what it wrote gives its O and LSE back.
+    gen = generator(keys)
+    q = randn(gen, 2, 1, 16, 128)
+    k, v = randn(gen, 2, keys, 4, 128), randn(gen, 2, keys, 4, 128)
+    kv_len = torch.tensor([keys, keys // 3 + 1], dtype=torch.int32)
+    o, lse, partial_o, partial_lse, counts = mxattn.attention(
+        q, k, v, kv_len=kv_len, split_kv="auto", return_lse=True, return_partials=True,
+        out_dtype="f32")
+    plan = mxattn.plan(q, k, v, kv_len=kv_len, split_kv="auto", engine="cuda")
+    assert plan["engine"] == "cuda-decode"
+    assert partial_o.shape[0] == plan["partial_slots"] >= 2
+    assert int(counts.max()) == max(t["count"] for t in plan["tiles"])
+    merged, merged_lse = mxattn.combine(partial_o.cpu(), partial_lse.cpu(), counts.cpu(),
+                                        return_lse=True)
+    assert_close(merged, o.cpu(), 1e-5)
+    assert_close(merged_lse, lse.cpu(), 1e-5)
+    assert_close(o, sdpa(q, k, v, kv_len=kv_len.tolist()), 2e-2)
+
+
 @pytest.mark.parametrize("causal", ["bottom_right", "top_left"])
 def test_causal_alignments_match_sdpa(causal):
     gen = generator(12)

@@ -618,67 +618,11 @@ class FlushSubnormals {
   [[maybe_unused]] unsigned saved_ = 0;
 };
 
-// The phases of one engine run, for MXATTN_CPU_PHASES (set and not "0"; read at every run): the
-// plan, the buffers, each thread's start (its scratch in hand) and end, the parallel region and
-// the combine, in microseconds from the engine's construction, printed on stderr as one line
-// after the run. Unset, nothing is timed. A diagnostic: the spread of the threads' ends is what
-// the last items by head and their claims (run_last_items_by_tile) cut (docs/design.md).
-class PhaseLog {
- public:
-  PhaseLog() : t0_(Clock::now()) {
-    const char* v = std::getenv("MXATTN_CPU_PHASES");
-    on_ = v != nullptr && *v != 0 && !(v[0] == '0' && v[1] == 0);
-  }
-  void mark(double& at) const {
-    if (on_) at = now_us();
-  }
-  // Thread slots: taken in the order threads enter, so no OpenMP call is needed.
-  void begin_threads(int threads) {
-    if (!on_) return;
-    started_.assign(size_t(threads), 0.0);
-    ended_.assign(size_t(threads), 0.0);
-  }
-  int thread_started() {
-    if (!on_) return -1;
-    const int slot = next_slot_.fetch_add(1, std::memory_order_relaxed);
-    started_[size_t(slot)] = now_us();
-    return slot;
-  }
-  void thread_ended(int slot) {
-    if (slot >= 0) ended_[size_t(slot)] = now_us();
-  }
-  // Items from `ahead_until` on are claimed as threads finish.
-  void print(int threads, int64_t items, int64_t ahead_until) const {
-    if (!on_) return;
-    const int n = next_slot_.load(std::memory_order_relaxed);
-    const auto [s0, s1] = std::minmax_element(started_.begin(), started_.begin() + n);
-    const auto [e0, e1] = std::minmax_element(ended_.begin(), ended_.begin() + n);
-    std::fprintf(stderr,
-                 "mxattn cpu phases: %d threads, %lld items (last %lld claimed as threads "
-                 "finish); us from construction: plan %.1f, buffers %.1f, threads started "
-                 "%.1f-%.1f, ended %.1f-%.1f, region %.1f, combine %.1f\n",
-                 threads, static_cast<long long>(items),
-                 static_cast<long long>(items - ahead_until), plan, buffers, *s0, *s1, *e0, *e1,
-                 region, combine);
-  }
-  double plan = 0, buffers = 0, region = 0, combine = 0;
-
- private:
-  using Clock = std::chrono::steady_clock;
-  double now_us() const {
-    return std::chrono::duration<double, std::micro>(Clock::now() - t0_).count();
-  }
-  Clock::time_point t0_;
-  bool on_ = false;
-  std::atomic<int> next_slot_{0};
-  std::vector<double> started_, ended_;
-};
-
 class FastEngine {
  public:
-  FastEngine(SimdIsa isa, const core::Problem& p, const core::SplitParams& split, int threads)
-      : phases_(),
-        kernels_(fast_kernels(isa)),
+  FastEngine(SimdIsa isa, RowTiles row_tiles, const core::Problem& p,
+             const core::SplitParams& split, int threads)
+      : kernels_(fast_kernels(isa)),
         p_(p),
         split_(split),
         threads_(thread_count(threads)),
@@ -692,8 +636,8 @@ class FastEngine {
                      keys_.format().elem_stride == 1 && keys_.format().elem != RowElem::f16),
         amx_(amx_tiles(kernels_, p, split)),
         row_tiles_(direct_ && kernels_.attend_rows_bf16 &&
-                   row_tile_format(keys_.format(), chosen_row_tiles()) &&
-                   row_tile_format(values_.format(), chosen_row_tiles())),
+                   row_tile_format(keys_.format(), row_tiles) &&
+                   row_tile_format(values_.format(), row_tiles)),
         rows_padded_(round_up(plan_.max_rows, kPad)),
         dim_qk_padded_(round_up(p.dim_qk, bf16_scores_ ? kDotChunk
                                           : direct_    ? kDirectBlock
@@ -704,7 +648,6 @@ class FastEngine {
                                                 : kPad)) {}
 
   void run() {
-    phases_.mark(phases_.plan);
     std::unique_ptr<PartialStore> partials;
     if (plan_.partials) {
       partials = std::make_unique<PartialStore>(p_, core::partial_slots(p_, split_));
@@ -731,13 +674,10 @@ class FastEngine {
     std::atomic<int64_t> next_item{0};
     const auto claim = [&] { return next_item.fetch_add(1, std::memory_order_relaxed); };
     const int64_t ahead_until = direct_ ? plan_.tail_first : 0;
-    phases_.mark(phases_.buffers);
-    phases_.begin_threads(threads_);
 #pragma omp parallel num_threads(threads_)
     {
       const FlushSubnormals flush;
       Scratch& scratch = thread_scratch(scratch_shape());
-      const int slot = phases_.thread_started();
       int64_t i = claim();
       while (i < items) {
         const int64_t following =
@@ -754,17 +694,13 @@ class FastEngine {
         i = following >= 0 ? following : claim();
       }
       if (row_tiles_) kernels_.release_tiles();
-      phases_.thread_ended(slot);
     }
-    phases_.mark(phases_.region);
     if (!plan_.partials) {
       write_empty_tiles();
     } else {
       combine_partials(*partial_views_, threads_,
                        [&](int64_t b, int64_t h, int64_t i) { return lse_shift(p_, b, h, i); });
     }
-    phases_.mark(phases_.combine);
-    phases_.print(threads_, items, ahead_until);
   }
 
  private:
@@ -1319,7 +1255,6 @@ class FastEngine {
     }
   }
 
-  PhaseLog phases_;  // first: its clock starts before the plan is made
   const FastKernels& kernels_;
   const core::Problem& p_;
   core::SplitParams split_;
@@ -1343,8 +1278,8 @@ class FastEngine {
 }  // namespace
 
 void run_fast_with(SimdIsa isa, const core::Problem& p, const core::SplitParams& split,
-                   int threads) {
-  FastEngine(isa, p, split, threads).run();
+                   int threads, RowTiles row_tiles) {
+  FastEngine(isa, row_tiles, p, split, threads).run();
 }
 
 }  // namespace mxattn::cpu

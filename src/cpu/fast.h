@@ -15,7 +15,7 @@ namespace mxattn::cpu {
 std::vector<SimdIsa> supported_isas();
 
 // The kernel set cpu::run_fast runs: the one the environment variable MXATTN_CPU_ISA names, where
-// it names one of supported_isas() (read at every call), else the best of them.
+// it names one of supported_isas() (read once, at the first call), else the best of them.
 SimdIsa chosen_isa();
 
 // The kernel sets the tests check: supported_isas() and, where the CPU has AVX512-BF16,
@@ -25,18 +25,18 @@ std::vector<SimdIsa> checked_isas();
 
 std::string_view isa_name(SimdIsa isa);
 
-// Which K and V rows the AMX set's few-row tile kernel (decode, RowTileStep) takes: bf16 only,
-// bf16 and FP8 (E4M3, E5M2), or none (the FMA kernels take every tile). The environment variable
-// MXATTN_CPU_ROW_TILES names one of "bf16", "all", "none" (read at every engine run, so that a
-// benchmark can alternate them within one process); unset or anything else: bf16.
+// Which K and V rows the AMX set's few-row tile kernel (decode, RowTileStep) takes: bf16 only (what
+// cpu::run_fast runs: FP8 rows on the tile unit were faster at 1-2 threads but slower at 4-16, and
+// a result may not depend on the thread count), bf16 and FP8 (E4M3, E5M2), or none (the FMA
+// kernels take every tile). The other choices are for tests that check every kernel.
 enum class RowTiles : uint8_t { none, bf16, all };
-RowTiles chosen_row_tiles();
 
 // The kernel set of `isa`, which must be one of checked_isas().
 const FastKernels& fast_kernels(SimdIsa isa);
 
-// run_fast with the kernel set `isa`, which must be one of checked_isas().
-void run_fast_with(SimdIsa isa, const core::Problem& p, const core::SplitParams& split,
-                   int threads);
+// run_fast with the kernel set `isa`, which must be one of checked_isas(), and the few-row tile
+// kernel taking `row_tiles`.
+void run_fast_with(SimdIsa isa, const core::Problem& p, const core::SplitParams& split, int threads,
+                   RowTiles row_tiles = RowTiles::bf16);
 
 }  // namespace mxattn::cpu

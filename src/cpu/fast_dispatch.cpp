@@ -130,22 +130,16 @@ const FastKernels& fast_kernels(SimdIsa isa) {
 }
 
 SimdIsa chosen_isa() {
-  static const std::vector<SimdIsa> supported = supported_isas();
-  // Read at every call, so that a benchmark can alternate kernel sets within one process.
-  if (const char* name = std::getenv("MXATTN_CPU_ISA"); name != nullptr && *name != 0) {
-    for (SimdIsa isa : supported) {
-      if (isa_name(isa) == name) return isa;
+  static const SimdIsa chosen = [] {
+    const std::vector<SimdIsa> supported = supported_isas();
+    if (const char* name = std::getenv("MXATTN_CPU_ISA"); name != nullptr && *name != 0) {
+      for (SimdIsa isa : supported) {
+        if (isa_name(isa) == name) return isa;
+      }
     }
-  }
-  return supported.back();
-}
-
-RowTiles chosen_row_tiles() {
-  const char* name = std::getenv("MXATTN_CPU_ROW_TILES");
-  const std::string_view mode = name ? name : "";
-  if (mode == "none") return RowTiles::none;
-  if (mode == "all") return RowTiles::all;
-  return RowTiles::bf16;
+    return supported.back();
+  }();
+  return chosen;
 }
 
 void run_fast(const core::Problem& p, const core::SplitParams& split, int threads) {

@@ -29,10 +29,11 @@ constexpr uint64_t kBf16Configs = 100;
 
 // Every kernel set on `p` against the reference's outputs `want`: exact empty rows, the rest within
 // the output type's tolerance.
-void expect_every_kernel_set_matches(TestProblem& p, const Outputs& want) {
+void expect_every_kernel_set_matches(TestProblem& p, const Outputs& want,
+                                     cpu::RowTiles row_tiles = cpu::RowTiles::bf16) {
   for (const CpuRunner& runner : fast_runners()) {
     SCOPED_TRACE(runner.name());
-    ASSERT_TRUE(runner.run(p).is_ok());
+    ASSERT_TRUE(runner.run(p, 0, row_tiles).is_ok());
     const Outputs got = p.outputs();
     ASSERT_TRUE(empty_rows_exact(p, got));
     ASSERT_TRUE(outputs_close(p, want, got));
@@ -113,37 +114,8 @@ double relative_error(const std::vector<float>& want, const std::vector<float>& 
   return largest > 0 ? err / largest : err;
 }
 
-// The environment variable `name` set to `value` (unset where null) while this lives, then as it
-// was.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    const char* old = std::getenv(name);
-    had_ = old != nullptr;
-    if (had_) saved_ = old;
-    if (value) {
-      setenv(name, value, 1);
-    } else {
-      unsetenv(name);
-    }
-  }
-  ~ScopedEnv() {
-    if (had_) {
-      setenv(name_.c_str(), saved_.c_str(), 1);
-    } else {
-      unsetenv(name_.c_str());
-    }
-  }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
- private:
-  std::string name_, saved_;
-  bool had_ = false;
-};
-
 // Few query rows a tile (decode and a few tokens) through the AMX set's few-row tile kernel
-// (amx_rows.h) in each mode of MXATTN_CPU_ROW_TILES, and through the FMA kernels: K and V bf16,
+// (amx_rows.h) in each of its modes (cpu::RowTiles: bf16 rows, bf16 and FP8, none), and through the FMA kernels: K and V bf16,
 // E4M3 or E5M2 (MX blocks along the head dim); Q bf16, f16, f32 or E4M3 (the kernel's Q in 1, 2 or
 // 3 bf16 parts); groups of up to 12 query heads and up to 4 query rows, so that a tile's rows go
 // through the kernel in several blocks; head dims that are not multiples of 32 (the rows are then
@@ -178,10 +150,9 @@ TEST(FastEngine, RowTilesMatchReference) {
     TestProblem p(spec);
     ASSERT_TRUE(p.run(Engine::cpu_reference).is_ok());
     const Outputs want = p.outputs();
-    for (const char* mode : {"none", "bf16", "all"}) {
-      SCOPED_TRACE(mode);
-      const ScopedEnv set("MXATTN_CPU_ROW_TILES", mode);
-      ASSERT_NO_FATAL_FAILURE(expect_every_kernel_set_matches(p, want));
+    for (const cpu::RowTiles mode : {cpu::RowTiles::none, cpu::RowTiles::bf16, cpu::RowTiles::all}) {
+      SCOPED_TRACE(int(mode));
+      ASSERT_NO_FATAL_FAILURE(expect_every_kernel_set_matches(p, want, mode));
     }
   }
 }
@@ -265,27 +236,29 @@ TEST(FastEngine, WideScoresKeepAccuracyAndTheCallersFloatMode) {
   }
 }
 
-// MXATTN_CPU_ISA picks the kernel set of Engine::cpu_fast, call by call; a name that is not one
-// of this CPU's sets leaves the best one.
+// MXATTN_CPU_ISA picks the kernel set of Engine::cpu_fast, read once per process; a name that is
+// not one of this CPU's sets leaves the best one. Each case runs in a fresh process (a death test
+// in the thread-safe style re-runs the binary), where the choice has not been made yet.
 TEST(FastEngineApi, EnvironmentPicksTheKernelSet) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const auto chosen_with = [](const char* name) {
+    setenv("MXATTN_CPU_ISA", name, 1);
+    const cpu::SimdIsa chosen = cpu::chosen_isa();
+    setenv("MXATTN_CPU_ISA", "avx2", 1);  // read once: a later change is not seen
+    std::exit(cpu::chosen_isa() == chosen ? int(chosen) : 100);
+  };
   const cpu::SimdIsa best = cpu::supported_isas().back();
-  ASSERT_EQ(unsetenv("MXATTN_CPU_ISA"), 0);
-  EXPECT_EQ(cpu::chosen_isa(), best);
-  ASSERT_EQ(setenv("MXATTN_CPU_ISA", "no_such_set", 1), 0);
-  EXPECT_EQ(cpu::chosen_isa(), best);
-  ASSERT_EQ(setenv("MXATTN_CPU_ISA", "portable", 1), 0);
-  EXPECT_EQ(cpu::chosen_isa(), cpu::SimdIsa::portable);
+  EXPECT_EXIT(chosen_with("portable"), ::testing::ExitedWithCode(int(cpu::SimdIsa::portable)), "");
+  EXPECT_EXIT(chosen_with("no_such_set"), ::testing::ExitedWithCode(int(best)), "");
   for (uint64_t seed = 1; seed <= 10; ++seed) {
     const Spec spec = random_spec(seed);
     SCOPED_TRACE(spec.describe());
     TestProblem p(spec);
-    ASSERT_TRUE(p.run_fast_with(cpu::SimdIsa::portable).is_ok());
+    ASSERT_TRUE(p.run_fast_with(best).is_ok());
     const Outputs want = p.outputs();
     ASSERT_TRUE(p.run(Engine::cpu_fast).is_ok());
     EXPECT_TRUE(outputs_bitwise_equal(want, p.outputs()));
   }
-  ASSERT_EQ(unsetenv("MXATTN_CPU_ISA"), 0);
-  EXPECT_EQ(cpu::chosen_isa(), best);
 }
 
 // Engine::cpu_fast through the public API is the best kernel set of this CPU, bit for bit.
@@ -300,55 +273,6 @@ TEST(FastEngineApi, RunsTheBestKernelSet) {
     ASSERT_TRUE(p.run(Engine::cpu_fast).is_ok());
     ASSERT_TRUE(outputs_bitwise_equal(want, p.outputs()));
   }
-}
-
-// MXATTN_CPU_PHASES=1 prints one line of phase times on stderr for each fast engine run, in the
-// order the phases run; unset or "0", nothing. A bf16 decode over several threads: with the
-// kernels that read rows directly, only its last items are claimed as threads finish.
-TEST(FastEngineApi, PhasesOnRequest) {
-  Spec spec;
-  spec.seed = 3401;
-  spec.heads_q = 16;
-  spec.heads_kv = 8;
-  spec.dim_qk = spec.dim_v = 64;
-  spec.seq_k = 4160;
-  spec.q_type = spec.k_type = spec.v_type = spec.o_type = DType::bf16;
-  TestProblem p(spec);
-  const bool direct = cpu::fast_kernels(cpu::chosen_isa()).scores_from_rows != nullptr;
-  const auto line_of = [&](const char* value) {
-    const ScopedEnv set("MXATTN_CPU_PHASES", value);
-    ::testing::internal::CaptureStderr();
-    const Status status = p.run_fast_with(cpu::chosen_isa(), 3);
-    const std::string err = ::testing::internal::GetCapturedStderr();
-    EXPECT_TRUE(status.is_ok());
-    return err;
-  };
-  EXPECT_EQ(line_of(nullptr), "");
-  EXPECT_EQ(line_of("0"), "");
-  const std::string line = line_of("1");
-  SCOPED_TRACE(line);
-  int threads = 0;
-  long long items = 0, last = 0;
-  double plan = 0, buffers = 0, s0 = 0, s1 = 0, e0 = 0, e1 = 0, region = 0, combine = 0;
-  const int fields = std::sscanf(
-      line.c_str(),
-      "mxattn cpu phases: %d threads, %lld items (last %lld claimed as threads finish); us from "
-      "construction: plan %lf, buffers %lf, threads started %lf-%lf, ended %lf-%lf, region %lf, "
-      "combine %lf\n",
-      &threads, &items, &last, &plan, &buffers, &s0, &s1, &e0, &e1, &region, &combine);
-  ASSERT_EQ(fields, 11);
-  EXPECT_EQ(threads, 3);
-  EXPECT_GT(last, 0);
-  if (direct) {
-    EXPECT_GT(items, last);
-  } else {
-    EXPECT_EQ(items, last);
-  }
-  EXPECT_EQ(std::count(line.begin(), line.end(), '\n'), 1);
-  const double order[] = {0, plan, buffers, s0, s1, e1, region, combine};
-  for (size_t i = 1; i < std::size(order); ++i) EXPECT_LE(order[i - 1], order[i]) << i;
-  EXPECT_LE(s0, e0);
-  EXPECT_LE(e0, e1);
 }
 
 }  // namespace

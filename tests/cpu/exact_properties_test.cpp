@@ -105,7 +105,7 @@ TEST_P(ExactTest, AllPresentSparseLayoutEqualsDense) {
     // The dense run uses the tiles the sparse plan settled on, so both share one partition.
     core::Problem problem;
     ASSERT_TRUE(core::validate_problem(sparse.args(), &problem).is_ok());
-    const core::SplitParams tiles = cpu::split_params(problem);
+    const core::SplitParams tiles = api::split_params(problem, api::EngineKind::cpu_fast);
     Spec dense = spec;
     dense.block_q = dense.block_k = 0;
     dense.tile_m = int32_t(tiles.tile_m);

@@ -276,7 +276,7 @@ std::string Spec::describe() const {
     << " split_kv=" << split_kv << " auto_target=" << auto_target << " tile_m=" << tile_m
     << " tile_n=" << tile_n << " early_exit=" << early_exit << " partials=" << partials
     << " counts=" << counts << " strided=" << strided << " kv_head_major=" << kv_head_major
-    << " poison_padding=" << poison_padding;
+    << " poison_padding=" << poison_padding << " partition=" << api::name_of(partition);
   return s.str();
 }
 
@@ -538,7 +538,7 @@ void TestProblem::build() {
     // The plan decides how many slots auto needs; without a valid problem, the most auto may use.
     core::Problem p;
     if (core::validate_problem(a, &p)) {
-      slots_ = core::partial_slots(p, cpu::split_params(p));
+      slots_ = core::partial_slots(p, api::split_params(p, s.partition));
     } else {
       slots_ = s.split_kv > 0 ? s.split_kv : core::SplitParams{}.max_splits;
     }
@@ -561,21 +561,31 @@ void TestProblem::poison_outputs() {
 
 Status TestProblem::run(Engine engine, int threads) {
   poison_outputs();
+  if (engine == Engine::cpu_reference && !api::is_cpu(spec_.partition)) {
+    core::Problem p;
+    if (Status st = core::validate_problem(args_, &p); !st) return st;
+    const core::SplitParams split = api::split_params(p, spec_.partition);
+    if (Status st = core::validate_partial_slots(args_, core::partial_slots(p, split)); !st) {
+      return st;
+    }
+    cpu::run_reference(p, split);
+    return Status::ok();
+  }
   RunOptions options;
   options.engine = engine;
   options.threads = threads;
   return attention(args_, options);
 }
 
-Status TestProblem::run_fast_with(cpu::SimdIsa isa, int threads) {
+Status TestProblem::run_fast_with(cpu::SimdIsa isa, int threads, cpu::RowTiles row_tiles) {
   poison_outputs();
   core::Problem p;
   if (Status st = core::validate_problem(args_, &p); !st) return st;
-  const core::SplitParams split = cpu::split_params(p);
+  const core::SplitParams split = api::split_params(p, api::EngineKind::cpu_fast);
   if (Status st = core::validate_partial_slots(args_, core::partial_slots(p, split)); !st) {
     return st;
   }
-  cpu::run_fast_with(isa, p, split, threads);
+  cpu::run_fast_with(isa, p, split, threads, row_tiles);
   return Status::ok();
 }
 

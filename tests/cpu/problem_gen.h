@@ -18,7 +18,9 @@
 #include <string>
 #include <vector>
 
+#include "api/engines.h"
 #include "base/host_tensor.h"
+#include "cpu/fast.h"
 #include "cpu/fast_kernels.h"
 #include "mxattn/attention.h"
 #include "mxattn/mx.h"
@@ -94,6 +96,9 @@ struct Spec {
   // Not with `strided`.
   bool kv_head_major = false;
   bool poison_padding = true;  // NaN / Inf in every key slot no valid key maps to
+  // The engine whose split partition sizes the partial buffers and which the reference engine
+  // reproduces (spec §3: a GPU engine's partials are checked split by split against it).
+  api::EngineKind partition = api::EngineKind::cpu_fast;
 
   bool paged() const { return page_size > 0; }
   bool sparse() const { return block_q > 0; }
@@ -169,16 +174,18 @@ class TestProblem {
   const Spec& spec() const { return spec_; }
   const ProblemData& data() const { return data_; }
   const AttentionArgs& args() const { return args_; }
-  // Partial slots S of the CPU engines' plan (0 without partials).
+  // Partial slots S of the partition's plan (0 without partials).
   int64_t slots() const { return slots_; }
 
   // Fills every output (O, LSE, partials) with NaN and the counts with -1.
   void poison_outputs();
-  // Poisons the outputs, then runs `engine` through mxattn::attention.
+  // Poisons the outputs, then runs `engine` through mxattn::attention; the reference engine runs
+  // with the spec's partition.
   Status run(Engine engine, int threads = 0);
   // Poisons the outputs, then runs the fast CPU engine with the kernel set `isa` (one of
   // cpu::checked_isas()), with the same validation and split plan as mxattn::attention.
-  Status run_fast_with(cpu::SimdIsa isa, int threads = 0);
+  Status run_fast_with(cpu::SimdIsa isa, int threads = 0,
+                       cpu::RowTiles row_tiles = cpu::RowTiles::bf16);
   Outputs outputs() const;
 
   // Moves every view into a buffer of exactly its logical size that ends against an unmapped page,

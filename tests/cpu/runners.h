@@ -27,8 +27,9 @@ struct CpuRunner {
   bool reference = true;
   cpu::SimdIsa isa = cpu::SimdIsa::portable;  // the fast engine's kernel set
 
-  Status run(TestProblem& p, int threads = 0) const {
-    return reference ? p.run(Engine::cpu_reference, threads) : p.run_fast_with(isa, threads);
+  Status run(TestProblem& p, int threads = 0, cpu::RowTiles row_tiles = cpu::RowTiles::bf16) const {
+    return reference ? p.run(Engine::cpu_reference, threads)
+                     : p.run_fast_with(isa, threads, row_tiles);
   }
   std::string name() const {
     return reference ? "reference" : "fast_" + std::string(cpu::isa_name(isa));

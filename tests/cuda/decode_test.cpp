@@ -42,6 +42,8 @@ Spec decode_spec(uint64_t seed, DType kv, int64_t max_keys, int64_t max_work) {
   Rng rng(seed);
 
   Spec s;
+
+  s.partition = api::EngineKind::cuda_decode;
   s.seed = seed;
   s.k_type = s.v_type = kv;
   s.q_type = rng.pick(std::vector<DType>{DType::f32, DType::f16, DType::bf16, DType::e4m3,
@@ -113,7 +115,7 @@ void expect_matches(const TestProblem& ref, const Outputs& want, const Outputs& 
   if (!s.partials) return;
   core::Problem p;
   ASSERT_TRUE(core::validate_problem(ref.args(), &p).is_ok());
-  expect_partials_match(ref, p, core::resolve_split(p, s.tile_m, s.tile_n), want, got,
+  expect_partials_match(ref, p, api::split_params(p, s.partition), want, got,
                         decode_output_tolerance(DType::f32), decode_lse_tolerance());
 }
 
@@ -170,6 +172,7 @@ INSTANTIATE_TEST_SUITE_P(KvTypes, CudaDecodeSanitized, ::testing::ValuesIn(kKvTy
 
 Spec fixed_spec(DType kv) {
   Spec s;
+  s.partition = api::EngineKind::cuda_decode;
   s.seed = 5;
   s.k_type = s.v_type = kv;
   s.q_type = DType::bf16;

@@ -15,7 +15,7 @@
 #include "core/split_plan.h"
 #include "cpu/compare.h"
 #include "cpu/problem_gen.h"
-#include "cuda/device_args.h"
+#include "cuda/common/device_args.h"
 
 namespace mxattn::test {
 

@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "base/float16.h"
-#include "cuda/device_ops.cuh"
-#include "cuda/kv_format.cuh"
+#include "cuda/common/device_ops.cuh"
+#include "cuda/common/kv_format.cuh"
 #include "mx/formats.h"
 
 namespace mxattn::cuda::detail {

@@ -11,6 +11,7 @@
 #include <tuple>
 #include <vector>
 
+#include "api/engines.h"
 #include "core/plan.h"
 #include "core/problem.h"
 #include "cpu/problem_gen.h"
@@ -167,41 +168,46 @@ TEST(PrefillSchedule, RowsSeeExactlyTheirSplitOfThePartition) {
 }
 
 // The engine's auto split target is 4096 keys' worth of the partition's key tiles, so a run of
-// 4096 keys is one split whatever the key tile (32 tiles of 128 keys, 52 of 80), the sparse block
-// is the key tile with a layout, and the user's auto_target wins.
+// 4096 keys is one split whatever the key tile (32 tiles of 128 keys at Dqk 128, 52 of 80 at Dqk
+// 256), the sparse block is the key tile with a layout, and the user's auto_target wins.
 TEST(PrefillSchedule, AutoSplitTargetIs4096KeysOfTiles) {
+  const auto split_of = [](const test::Spec& spec) {
+    test::TestProblem problem(spec);
+    core::Problem p;
+    EXPECT_TRUE(core::validate_problem(problem.args(), &p).is_ok());
+    return std::pair(api::split_params(p, api::EngineKind::cuda_prefill),
+                     core::query_tile(p, api::split_params(p, api::EngineKind::cuda_prefill), 0,
+                                      0, 0).splits);
+  };
   test::Spec s;
   s.seq_q = 256;
   s.seq_k = 4096;
-  s.dim_qk = s.dim_v = 16;
   s.split_kv = 0;
-  test::TestProblem problem(s);
-  core::Problem p;
-  ASSERT_TRUE(core::validate_problem(problem.args(), &p).is_ok());
-  for (const int64_t tile_n : {128, 80, 64}) {
-    const core::SplitParams split = prefill_split(p, kCtaRows, tile_n);
+  s.heads_q = s.heads_kv = 1;
+  for (const int64_t dim : {128, 256}) {
+    s.dim_qk = s.dim_v = dim;
+    const auto [split, splits] = split_of(s);
+    const int64_t tile_n = dim == 256 ? 80 : 128;
+    EXPECT_EQ(split.tile_n, tile_n);
+    EXPECT_EQ(split.tile_m, kCtaRows);
     EXPECT_EQ(split.target_tiles_per_split, (4096 + tile_n - 1) / tile_n);
-    EXPECT_EQ(core::query_tile(p, split, 0, 0, 0).splits, 1) << "tile_n " << tile_n;
+    EXPECT_EQ(splits, 1) << "Dqk " << dim;
   }
+  s.dim_qk = s.dim_v = 128;
   test::Spec longer = s;
   longer.seq_k = 4097;
-  test::TestProblem two(longer);
-  ASSERT_TRUE(core::validate_problem(two.args(), &p).is_ok());
-  EXPECT_EQ(core::query_tile(p, prefill_split(p, kCtaRows, 128), 0, 0, 0).splits, 2);
+  EXPECT_EQ(split_of(longer).second, 2);
 
   test::Spec sparse = s;
   sparse.block_q = 128;
   sparse.block_k = 64;
   sparse.sparse_density = 1.0;
-  test::TestProblem blocks(sparse);
-  ASSERT_TRUE(core::validate_problem(blocks.args(), &p).is_ok());
-  EXPECT_EQ(prefill_split(p, kCtaRows, 80).target_tiles_per_split, 64);
+  EXPECT_EQ(split_of(sparse).first.tile_n, 64);
+  EXPECT_EQ(split_of(sparse).first.target_tiles_per_split, 64);
 
   test::Spec given = s;
   given.auto_target = 5;
-  test::TestProblem chosen(given);
-  ASSERT_TRUE(core::validate_problem(chosen.args(), &p).is_ok());
-  EXPECT_EQ(prefill_split(p, kCtaRows, 80).target_tiles_per_split, 5);
+  EXPECT_EQ(split_of(given).first.target_tiles_per_split, 5);
 }
 
 }  // namespace

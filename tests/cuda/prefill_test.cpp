@@ -52,6 +52,8 @@ Spec prefill_spec(uint64_t seed, DType type, int64_t max_seq, int64_t max_work) 
   Rng rng(seed);
 
   Spec s;
+
+  s.partition = api::EngineKind::cuda_prefill;
   s.seed = seed;
   s.q_type = s.k_type = s.v_type = type;
   s.o_type = rng.pick(std::vector<DType>{DType::f32, DType::f16, DType::bf16});
@@ -79,16 +81,18 @@ Spec prefill_spec(uint64_t seed, DType type, int64_t max_seq, int64_t max_work) 
   s.lse = rng.chance(0.85);
   const double r = rng.real(0, 1);
   s.split_kv = r < 0.5 ? 1 : r < 0.8 ? int32_t(rng.uniform(2, 5)) : 0;
-  // The reference runs the engine's partition, so that partials and counts compare split by split.
-  const cuda::PrefillTiles tiles = cuda::prefill_tiles(s.dim_qk, s.dim_v);
-  s.tile_m = int32_t(tiles.tile_m);
-  s.tile_n = int32_t(tiles.tile_n);
+  // The reference runs the engine's partition (Spec::partition), so that partials and counts
+  // compare split by split; half the problems name the engine's tiles, the others leave them to it.
+  if (rng.chance(0.5)) {
+    const cuda::PrefillTiles tiles = cuda::prefill_tiles(s.dim_qk, s.dim_v);
+    s.tile_m = int32_t(tiles.tile_m);
+    s.tile_n = int32_t(tiles.tile_n);
+  }
   s.early_exit = rng.chance(0.4);
   s.partials = rng.chance(0.4);
   s.counts = rng.chance(0.3);
-  // Auto split: the engine's own target where only O and LSE are compared, else a small one given
-  // to both engines (the reference's default target differs from the prefill engine's).
-  if (s.split_kv == 0 && (s.partials || s.counts || rng.chance(0.5))) {
+  // Auto split: the engine's own target, or a small one given to both engines.
+  if (s.split_kv == 0 && rng.chance(0.5)) {
     s.auto_target = int32_t(rng.uniform(1, 4));
   }
   s.strided = rng.chance(0.3);
@@ -181,7 +185,7 @@ void expect_matches(const TestProblem& ref, const Outputs& want, const Outputs& 
   if (!s.partials) return;
   core::Problem p;
   ASSERT_TRUE(core::validate_problem(ref.args(), &p).is_ok());
-  expect_partials_match(ref, p, cuda::prefill::prefill_split(p, s.tile_m, s.tile_n), want, got,
+  expect_partials_match(ref, p, api::split_params(p, s.partition), want, got,
                         prefill_output_tolerance(kernel_input_type(s), DType::f32),
                         prefill_lse_tolerance());
 }
@@ -265,6 +269,7 @@ TEST(CudaPrefillFeaturesSanitized, SparseMatchesReference) {
 
 Spec fixed_spec() {
   Spec s;
+  s.partition = api::EngineKind::cuda_prefill;
   s.seed = 11;
   s.q_type = s.k_type = s.v_type = DType::bf16;
   s.o_type = DType::f32;

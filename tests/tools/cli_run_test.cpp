@@ -96,14 +96,15 @@ TEST(CliRun, PlanShowsThePinnedCountsAndTheAutoTarget) {
   const CommandResult pinned =
       run_cli(dir,
               "plan --seq-len-q 4 --seq-len-k 128 --num-heads-q 1 --num-heads-kv 1 --causal=prefix "
-              "--prefix-offset 62 --split-kv 4 --tile-n 32");
+              "--prefix-offset 62 --split-kv 4 --tile-n 32 --engine cpu");
   EXPECT_EQ(pinned.exit_code, 0) << pinned.err;
   EXPECT_NE(pinned.out.find("exact count 3"), std::string::npos) << pinned.out;
   EXPECT_NE(pinned.out.find("conservative per-row counts: 2 2 3 3"), std::string::npos)
       << pinned.out;
 
   const std::string auto_split =
-      "plan --seq-len-q 1 --seq-len-k 8192 --num-heads-q 1 --num-heads-kv 1 --split-kv auto";
+      "plan --seq-len-q 1 --seq-len-k 8192 --num-heads-q 1 --num-heads-kv 1 --split-kv auto "
+      "--engine cpu";
   const CommandResult engine = run_cli(dir, auto_split);
   EXPECT_EQ(engine.exit_code, 0) << engine.err;
   EXPECT_NE(engine.out.find("(32 key tiles per split"), std::string::npos) << engine.out;
@@ -116,6 +117,39 @@ TEST(CliRun, PlanShowsThePinnedCountsAndTheAutoTarget) {
   const CommandResult negative = run_cli(dir, auto_split + " --split-target -1");
   EXPECT_EQ(negative.exit_code, 2);
   EXPECT_TRUE(is_one_line(negative.err)) << negative.err;
+}
+
+// `mxattn plan --engine cuda` prints the partition of the CUDA engine that runs the problem (the
+// decode engine's 128-key tiles and 8-tile auto splits at 8192 keys; the prefill engine's 128-row
+// tiles for a long query), with no GPU needed; a build without CUDA says so.
+TEST(CliRun, PlanPrintsTheChosenEnginesPartition) {
+  const TempDir dir("cli_plan_engine");
+  const std::string decode =
+      "plan --seq-len-q 1 --seq-len-k 8192 --num-heads-q 8 --num-heads-kv 8 --split-kv auto "
+      "--engine cuda";
+  const CommandResult got = run_cli(dir, decode);
+#if MXATTN_WITH_CUDA
+  EXPECT_EQ(got.exit_code, 0) << got.err;
+  EXPECT_NE(got.out.find("engine:  cuda-decode"), std::string::npos) << got.out;
+  EXPECT_NE(got.out.find("tile_m=16 rows, tile_n=128 keys"), std::string::npos) << got.out;
+  EXPECT_NE(got.out.find("(8 key tiles per split"), std::string::npos) << got.out;
+  EXPECT_NE(got.out.find("64 key tiles, split_kv 8"), std::string::npos) << got.out;
+#if MXATTN_WITH_PREFILL
+  const CommandResult prefill = run_cli(
+      dir, "plan --seq-len-q 512 --seq-len-k 512 --num-heads-q 2 --num-heads-kv 2 --q-format "
+           "bf16 --k-format bf16 --v-format bf16 --engine cuda");
+  EXPECT_EQ(prefill.exit_code, 0) << prefill.err;
+  EXPECT_NE(prefill.out.find("engine:  cuda-prefill"), std::string::npos) << prefill.out;
+  EXPECT_NE(prefill.out.find("tile_m=128 rows, tile_n=128 keys"), std::string::npos)
+      << prefill.out;
+#endif
+#else
+  EXPECT_EQ(got.exit_code, 2);
+  EXPECT_EQ(got.err, "mxattn plan: engine: this build of mxattn has no CUDA engine\n");
+#endif
+  const CommandResult cpu = run_cli(dir, "plan --seq-len-q 1 --seq-len-k 8192 --engine cpu");
+  EXPECT_EQ(cpu.exit_code, 0) << cpu.err;
+  EXPECT_NE(cpu.out.find("engine:  cpu-fast"), std::string::npos) << cpu.out;
 }
 
 void fill(base::HostTensor& x, uint64_t seed) {

@@ -7,7 +7,7 @@
 
 #include <cstdint>
 
-#include "cuda/kv_format.cuh"
+#include "cuda/common/kv_format.cuh"
 #include "cuda/prefill/dense_inputs.h"
 #include "cuda/prefill/mx_group.cuh"
 

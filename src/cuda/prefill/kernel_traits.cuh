@@ -9,15 +9,12 @@
 
 #include <cstdint>
 
+#include "cuda/common/head_dims.h"
+
 namespace mxattn::cuda::prefill {
 
 using namespace cute;
 
-// Key tile per head dim: the largest whose two K/V stages, Q and the barriers fit in 227 KB of
-// shared memory (Dqk 256: 64 KB of Q plus 2 x 2 x 40 KB of K and V).
-constexpr int key_tile_for(int dim_qk) {
-  return dim_qk <= 192 ? 128 : 80;
-}
 
 // kQCodes_: Q arrives as MX codes with E8M0 scales, which the math warp groups dequantize into
 // Q's shared tile themselves (q_codes.cuh) instead of a tensor copy of a dequantized Q (bf16 only).
@@ -27,8 +24,8 @@ struct KernelTraits {
   static constexpr int kDimQK = kDimQK_;
   static constexpr int kDimV = kDimV_;
   static constexpr bool kQCodes = kQCodes_;
-  static constexpr int kBlockM = 128;
-  static constexpr int kBlockN = key_tile_for(kDimQK);
+  static constexpr int kBlockM = kPrefillTileM;
+  static constexpr int kBlockN = prefill_key_tile(kDimQK);
   static constexpr int kStages = 2;
 
   // Warp group 0 loads (one elected thread issues every TMA copy); warp groups 1.. each own 64

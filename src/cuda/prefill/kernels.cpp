@@ -1,17 +1,15 @@
 #include "cuda/prefill/kernels.h"
 
+#include "cuda/common/head_dims.h"
+
 namespace mxattn::cuda::prefill {
 namespace {
 
-// The head-dim pairs with instances, one list for every kind of instance: `entry` is called as
-// entry.template operator()<Dqk, Dv>().
+// The head-dim pairs with instances: one per pair of the table (cuda/common/head_dims.h), for every
+// kind of instance; `entry` is called as entry.template operator()<Dqk, Dv>().
 template <class Entry>
 KernelEntry entry_for_dims(int64_t dim_qk, int64_t dim_v, Entry entry) {
-  if (dim_qk == 64 && dim_v == 64) return entry.template operator()<64, 64>();
-  if (dim_qk == 128 && dim_v == 128) return entry.template operator()<128, 128>();
-  if (dim_qk == 256 && dim_v == 256) return entry.template operator()<256, 256>();
-  if (dim_qk == 192 && dim_v == 128) return entry.template operator()<192, 128>();
-  return {};
+  return for_head_dims<KernelEntry>(dim_qk, dim_v, entry);
 }
 
 template <DType kElement>

@@ -21,7 +21,6 @@
 #include "cuda/prefill/q_codes.cuh"
 #include "cuda/prefill/softmax.cuh"
 #include "cuda/prefill/tile_scheduler.cuh"
-#include "cuda/timeline.cuh"
 
 namespace mxattn::cuda::prefill {
 
@@ -45,15 +44,6 @@ struct RingState {
     }
   }
 };
-
-// Stamps a prefill mark (cuda/timeline.cuh) from the first math thread, in a diagnostics build;
-// nothing otherwise.
-__device__ __forceinline__ void prefill_mark([[maybe_unused]] const PrefillParams& p,
-                                             [[maybe_unused]] int mark) {
-#ifdef MXATTN_TIMELINE
-  if (threadIdx.x == 128) detail::timeline_stamp(p.timeline, p.timeline_ctas, mark);
-#endif
-}
 
 // Issues the k16 steps of one warpgroup GEMM, C (+)= A B, without waiting for it.
 template <bool kZeroInit, class TiledMma, class FragA, class FragB, class FragC>
@@ -221,7 +211,6 @@ __device__ __forceinline__ void compute_tiles(const PrefillParams& p, const CtaW
   } else {
     st.q_full.wait(0);
   }
-  prefill_mark(p, detail::kPrefillQReady);
   float rescale[Softmax::kRowCount];
   RingState ring;
   KeyStep step = key_step<kBlockM, kBlockN>(w, w.tile_count - 1);
@@ -229,7 +218,6 @@ __device__ __forceinline__ void compute_tiles(const PrefillParams& p, const CtaW
   issue_gemm<true>(mma_qk, q_frag, k_frag(_, _, _, ring.index), acc_s);
   warpgroup_wait<0>();
   warpgroup_fence_operand(acc_s);
-  prefill_mark(p, detail::kPrefillFirstS);
   release(st.k_empty[ring.index]);
   mask_and_softmax(step, rescale);
   round_pairs<Element>(acc_s, p_frag);
@@ -274,7 +262,6 @@ __device__ __forceinline__ void compute_tiles(const PrefillParams& p, const CtaW
   issue_gemm<false>(mma_pv, p_frag, v_frag(_, _, _, ring.index), acc_o);
   warpgroup_wait<0>();
   warpgroup_fence_operand(acc_o);
-  prefill_mark(p, detail::kPrefillLoopDone);
   release(st.v_empty[ring.index]);
 }
 

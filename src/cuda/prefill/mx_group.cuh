@@ -13,7 +13,7 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "cuda/kv_format.cuh"
+#include "cuda/common/kv_format.cuh"
 #include "cuda/prefill/prefill_params.h"
 #include "mxattn/dtype.h"
 

@@ -1,6 +1,6 @@
-// The API layer of the CUDA prefill engine: validation (core::validate_problem plus what this
-// engine supports), the plan (tables, work list and partial buffers in one device workspace) and
-// the launches. Kernels never check arguments; everything is checked here, once.
+// The plan of the CUDA prefill engine (what it supports; tables, work list and partial buffers in
+// one device workspace) and its launches. Problems arrive validated (src/api); kernels never check
+// arguments.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -12,15 +12,16 @@
 #include "core/plan.h"
 #include "core/problem.h"
 #include "core/validate.h"
-#include "cuda/api_util.h"
-#include "cuda/decode_params.h"
-#include "cuda/kernels.h"
+#include "cuda/common/api_util.h"
+#include "cuda/common/head_dims.h"
+#include "cuda/common/plan_access.h"
+#include "cuda/prefill/engine.h"
+#include "cuda/combine/combine.h"
 #include "cuda/prefill/dense_inputs.h"
 #include "cuda/prefill/k_smoothing.h"
 #include "cuda/prefill/kernels.h"
 #include "cuda/prefill/prefill_params.h"
 #include "cuda/prefill/schedule.h"
-#include "cuda/timeline.h"
 #include "mxattn/cuda_prefill.h"
 
 namespace mxattn::cuda {
@@ -29,8 +30,7 @@ struct PrefillPlan::Impl {
   AttentionArgs planned;  // the views as planned; its host metadata is not read after planning
   prefill::PrefillParams params;
   prefill::KernelEntry kernel;
-  detail::DecodeParams combine_params;  // the decode engine's combine kernel merges the partials
-  detail::KernelRef combine;
+  detail::CombineParams combine_params;  // the combine kernel merges the partials
   // Q, K and V (in that order): MX K/V and paged caches are first copied into dense workspace
   // buffers; MX Q is read as codes by the kernel (q_codes), which dequantizes it on chip.
   bool copied[3] = {};
@@ -60,11 +60,6 @@ int64_t PrefillPlan::ctas() const {
 }
 bool PrefillPlan::combines() const {
   return impl_ && impl_->combines;
-}
-
-PrefillTiles prefill_tiles(int64_t dim_qk, int64_t dim_v) {
-  const prefill::KernelEntry e = prefill::kernel_entry(DType::bf16, dim_qk, dim_v);
-  return e.found() ? PrefillTiles{e.tile_m, e.tile_n} : PrefillTiles{};
 }
 
 namespace {
@@ -131,9 +126,17 @@ bool copied_to_workspace(const core::Problem& p, int t) {
   return t > 0 && (is_mx(inputs[t]->dtype) || p.paged);
 }
 
-// What this engine supports beyond SPEC validity; `element` is kernel_element(p.args).
-Status check_support(const core::Problem& p, std::optional<DType> element,
-                     const prefill::KernelEntry& kernel) {
+// The kernel instance for a problem: MX Q takes the one that dequantizes it on chip (bf16, like
+// every MX problem).
+prefill::KernelEntry kernel_for(const core::Problem& p, std::optional<DType> element) {
+  return is_mx(p.args.q.dtype)
+             ? prefill::q_codes_kernel_entry(p.dim_qk, p.dim_v)
+             : prefill::kernel_entry(element.value_or(p.args.q.dtype), p.dim_qk, p.dim_v);
+}
+
+// What this engine supports beyond spec validity; `element` is kernel_element(p.args).
+Status check_kernel_support(const core::Problem& p, std::optional<DType> element,
+                            const prefill::KernelEntry& kernel) {
   const AttentionArgs& a = p.args;
   if (!element) {
     return Status::unsupported(
@@ -143,9 +146,8 @@ Status check_support(const core::Problem& p, std::optional<DType> element,
   }
   if (!kernel.found()) {
     return Status::unsupported(
-        cat("head dims: the CUDA prefill engine supports (Dqk, Dv) = (64, 64), (128, 128), "
-            "(256, 256) or (192, 128); found (",
-            p.dim_qk, ", ", p.dim_v, ")"));
+        cat("head dims: the CUDA prefill engine supports (Dqk, Dv) = ", head_dims_text(),
+            "; found (", p.dim_qk, ", ", p.dim_v, ")"));
   }
   // With a sparse layout the key tile of the partition is the layout's block (core::resolve_split).
   if ((a.split.tile_m != 0 && a.split.tile_m != kernel.tile_m) ||
@@ -202,11 +204,6 @@ bool runs_ok(const TensorView& v, const void* data, int64_t elem_bytes, int64_t 
 // The planned parameters with the run's data pointers.
 prefill::PrefillParams params_for(const PrefillPlan::Impl& plan, const AttentionArgs& d) {
   prefill::PrefillParams p = plan.params;
-#ifdef MXATTN_TIMELINE
-  const detail::TimelineBuffer timeline = detail::timeline_buffer();
-  p.timeline = timeline.records;
-  p.timeline_ctas = timeline.ctas;
-#endif
   p.q = d.q.data;  // read in place, as codes where it is MX (copied_to_workspace)
   if (plan.q_codes) {
     p.q_scales = static_cast<const uint8_t*>(d.q_scales.data);
@@ -227,9 +224,9 @@ prefill::PrefillParams params_for(const PrefillPlan::Impl& plan, const Attention
   return p;
 }
 
-detail::DecodeParams combine_params_for(const PrefillPlan::Impl& plan,
+detail::CombineParams combine_params_for(const PrefillPlan::Impl& plan,
                                         const prefill::PrefillParams& run, const AttentionArgs& d) {
-  detail::DecodeParams c = plan.combine_params;
+  detail::CombineParams c = plan.combine_params;
   c.o = run.o;
   c.lse = run.lse;
   c.part_o = run.part_o;
@@ -240,17 +237,18 @@ detail::DecodeParams combine_params_for(const PrefillPlan::Impl& plan,
 
 }  // namespace
 
-Status plan_prefill(const AttentionArgs& args, PrefillPlan* plan) {
-  core::Problem p;
-  if (Status st = core::validate_problem(args, &p); !st) return st;
+Status prefill::check_support(const core::Problem& p) {
+  const std::optional<DType> element = kernel_element(p.args);
+  return check_kernel_support(p, element, kernel_for(p, element));
+}
+
+Status prefill::build_plan(const core::Problem& p, const core::SplitParams& split,
+                           PrefillPlan* plan) {
+  const AttentionArgs& args = p.args;
   const std::optional<DType> kernel_type = kernel_element(args);
-  // MX Q: the instance that dequantizes it on chip (bf16, like every MX problem).
   const bool q_codes = is_mx(args.q.dtype);
-  const prefill::KernelEntry kernel =
-      q_codes ? prefill::q_codes_kernel_entry(p.dim_qk, p.dim_v)
-              : prefill::kernel_entry(kernel_type.value_or(args.q.dtype), p.dim_qk, p.dim_v);
-  if (Status st = check_support(p, kernel_type, kernel); !st) return st;
-  const core::SplitParams split = prefill::prefill_split(p, kernel.tile_m, kernel.tile_n);
+  const prefill::KernelEntry kernel = kernel_for(p, kernel_type);
+  if (Status st = check_kernel_support(p, kernel_type, kernel); !st) return st;
   const int64_t slots = core::partial_slots(p, split);
   if (Status st = core::validate_partial_slots(args, slots); !st) return st;
 
@@ -417,7 +415,7 @@ Status plan_prefill(const AttentionArgs& args, PrefillPlan* plan) {
   shift.scale = p.scale;
 
   // The combine kernel reads the same tile table and partial layout.
-  detail::DecodeParams& c = impl->combine_params;
+  detail::CombineParams& c = impl->combine_params;
   c.o_dtype = args.o.dtype;
   copy_strides(args.o, c.o_stride);
   copy_strides(args.lse, c.lse_stride);
@@ -432,11 +430,10 @@ Status plan_prefill(const AttentionArgs& args, PrefillPlan* plan) {
   c.tile_m = split.tile_m;
   c.q_tiles = q_tiles;
   c.tile_heads = schedule.tile_heads;
-  impl->combine = detail::combine_kernel();
 
   // An empty problem (no batch entry, query row or head) launches nothing.
   impl->work_items = partial_rows == 0 ? 0 : int64_t(work.size());
-  plan->impl_ = std::move(impl);
+  detail::PlanAccess::set(plan, std::move(impl));
   return Status::ok();
 }
 
@@ -466,8 +463,8 @@ Status run_prefill(const PrefillPlan& plan, const AttentionArgs& device_args, vo
     return cuda_failure("prefill kernel launch", e);
   }
   if (impl->combines) {
-    detail::DecodeParams combine = combine_params_for(*impl, params, device_args);
-    if (Status st = detail::launch_combine(impl->combine, combine, s); !st) return st;
+    detail::CombineParams combine = combine_params_for(*impl, params, device_args);
+    if (Status st = detail::launch_combine(combine, s); !st) return st;
   }
   if (impl->shifts_lse) {
     prefill::LseShiftParams shift = impl->lse_shift;

@@ -15,7 +15,6 @@
 #include "cuda/prefill/prefill_params.h"
 #include "cuda/prefill/softmax.cuh"
 #include "cuda/prefill/tile_scheduler.cuh"
-#include "cuda/timeline.cuh"
 
 namespace mxattn::cuda::prefill {
 
@@ -71,7 +70,6 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     cutlass::arch::fence_barrier_init();
   }
   __syncthreads();
-  prefill_mark(p, detail::kPrefillEntry);
 
   const int warp_group = __shfl_sync(0xffffffffu, int(threadIdx.x) / 128, 0);
   if (warp_group == 0) {
@@ -102,7 +100,6 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     } else {
       store_tile<kBlockM, Traits::kDimV, TiledMmaPV>(p, done, acc_o, rows, thread_idx);
     }
-    prefill_mark(p, detail::kPrefillStored);
   }
 }
 

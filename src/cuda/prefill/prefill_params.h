@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-#include "cuda/decode_params.h"
+#include "cuda/combine/combine.h"
 #include "mxattn/config.h"
 #include "mxattn/dtype.h"
 
@@ -108,11 +108,6 @@ struct PrefillParams {
   int64_t window = -1;
   float scale = 0.0f;       // softmax scale (natural log), for the LSE
   float scale_log2 = 0.0f;  // softmax scale times log2(e), for exp2
-#ifdef MXATTN_TIMELINE
-  // Diagnostics build only (cuda/timeline.cuh): kTimelineSlots stamps per CTA.
-  uint64_t* timeline = nullptr;
-  int64_t timeline_ctas = 0;
-#endif
 };
 
 }  // namespace mxattn::cuda::prefill

@@ -11,7 +11,7 @@
 
 #include <cstdint>
 
-#include "cuda/kv_format.cuh"
+#include "cuda/common/kv_format.cuh"
 #include "cuda/prefill/mx_group.cuh"
 #include "cuda/prefill/prefill_params.h"
 #include "cuda/prefill/tile_scheduler.cuh"

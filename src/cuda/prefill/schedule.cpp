@@ -56,14 +56,6 @@ void add_sparse_steps(const core::Problem& p, const std::vector<core::QueryTile>
 
 }  // namespace
 
-core::SplitParams prefill_split(const core::Problem& p, int64_t tile_m, int64_t tile_n) {
-  core::SplitParams s = core::resolve_split(p, tile_m, tile_n);
-  if (p.args.split.auto_target <= 0) {
-    s.target_tiles_per_split = prefill_target_tiles_per_split(s.tile_n);
-  }
-  return s;
-}
-
 Schedule build_schedule(const core::Problem& p, const core::SplitParams& split, int64_t cta_rows,
                         int64_t key_tile, bool user_partials) {
   Schedule sc;

@@ -13,11 +13,6 @@
 
 namespace mxattn::cuda::prefill {
 
-// The engine's split plan: the user's SplitOptions resolved against the kernel's tiles (the sparse
-// block as the key tile with a layout), and the auto target prefill_target_tiles_per_split of the
-// partition's key tile unless the user gave one.
-core::SplitParams prefill_split(const core::Problem& p, int64_t tile_m, int64_t tile_n);
-
 // The kernel's work: one item per (batch entry, CTA query tile, split) and, for a layout that
 // differs per head, per query head; the combine's table of every query tile's partition; and, with
 // a sparse layout, each item's walk over key tiles.

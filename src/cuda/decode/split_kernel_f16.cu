@@ -1,0 +1,12 @@
+// Split-kernel instances for K/V stored as f16 (one translation unit per type keeps builds
+// parallel).
+#include "cuda/decode/narrow.cuh"
+
+namespace mxattn::cuda::detail {
+
+template <>
+KernelRef split_kernel_of<DType::f16>(int64_t dim_qk, int64_t dim_v, bool narrow) {
+  return decode_kernel_for_dims<DType::f16>(dim_qk, dim_v, narrow);
+}
+
+}  // namespace mxattn::cuda::detail
