@@ -1,23 +1,24 @@
-// Google Benchmark micro-benchmarks of the MX quantizer and dequantizer (src/mx): bytes of source
-// per second for each element format, both block axes. A table on stdout; JSON with
+// How fast the MX quantizer and dequantizer (mxattn::quantize, mxattn::dequantize) turn a KV
+// cache's worth of values into MX codes and back: bytes of f32 source per second for each element
+// format, both block axes (Google Benchmark). A table on stdout; JSON with
 //   mxattn_bench_mx --benchmark_out=mx.json --benchmark_out_format=json
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
 #include <vector>
 
-#include "core/host_tensor.h"
+#include "bench_util.h"
 #include "mxattn/mx.h"
 
 namespace {
 
 using mxattn::DType;
-using mxattn::core::HostTensor;
+using mxattn::bench::HostBuffer;
 
 constexpr int64_t kTokens = 4096, kHeads = 8, kDim = 128;
 
-HostTensor random_keys() {
-  HostTensor x(DType::f32, {1, kTokens, kHeads, kDim});
+HostBuffer random_keys() {
+  HostBuffer x(DType::f32, {1, kTokens, kHeads, kDim});
   uint64_t s = 0x9e3779b97f4a7c15ull;
   for (int64_t i = 0; i < x.numel(); ++i) {
     s = s * 6364136223846793005ull + 1442695040888963407ull;
@@ -28,10 +29,10 @@ HostTensor random_keys() {
 
 // Block axis 3 (head dim, K/Q layout) or 1 (keys, V's along-keys layout).
 void BM_Quantize(benchmark::State& state, DType format, int axis) {
-  const HostTensor x = random_keys();
-  HostTensor data(format, {1, kTokens, kHeads, kDim});
-  HostTensor scales = axis == 3 ? HostTensor(DType::e8m0, {1, kTokens, kHeads, kDim / 32})
-                                : HostTensor(DType::e8m0, {1, kTokens / 32, kHeads, kDim});
+  const HostBuffer x = random_keys();
+  HostBuffer data(format, {1, kTokens, kHeads, kDim});
+  HostBuffer scales = axis == 3 ? HostBuffer(DType::e8m0, {1, kTokens, kHeads, kDim / 32})
+                                : HostBuffer(DType::e8m0, {1, kTokens / 32, kHeads, kDim});
   for (auto _ : state) {
     if (!mxattn::quantize(x.view(), data.view(), scales.view(), axis, mxattn::ScaleMode::floor)) {
       state.SkipWithError("quantize failed");
@@ -43,10 +44,10 @@ void BM_Quantize(benchmark::State& state, DType format, int axis) {
 }
 
 void BM_Dequantize(benchmark::State& state, DType format) {
-  const HostTensor x = random_keys();
-  HostTensor data(format, {1, kTokens, kHeads, kDim});
-  HostTensor scales(DType::e8m0, {1, kTokens, kHeads, kDim / 32});
-  HostTensor back(DType::f32, {1, kTokens, kHeads, kDim});
+  const HostBuffer x = random_keys();
+  HostBuffer data(format, {1, kTokens, kHeads, kDim});
+  HostBuffer scales(DType::e8m0, {1, kTokens, kHeads, kDim / 32});
+  HostBuffer back(DType::f32, {1, kTokens, kHeads, kDim});
   if (!mxattn::quantize(x.view(), data.view(), scales.view(), 3, mxattn::ScaleMode::floor)) {
     state.SkipWithError("quantize failed");
     return;
