@@ -3,24 +3,137 @@
 // the wire, its bus bandwidth (nccl-tests' definition) and its share of the total time beside the
 // local attention. Run as `mpirun -np P mxattn_bench_dist` (MPI), or with --backend nccl (one GPU
 // per rank; under mpirun, or one rank alone). Rank 0 prints a table and, with --json, writes it.
+// Everything goes through the public API (include/mxattn/dist.h): the three steps of
+// sharded_attention, timed one by one.
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
-#include <fstream>
+#include <cstdlib>
 #include <memory>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
+#include "bench_util.h"
 #include "cli.h"
-#include "dist/agreement.h"
-#include "dist/report.h"
-#include "dist/slice.h"
 #include "mxattn/dist.h"
 #include "workload/workload.h"
 
 namespace {
 
 using namespace mxattn;
+using bench::Json;
+
+// A collective with nothing to say: every rank waits for the others.
+Status barrier(dist::Communicator& comm) {
+  float nothing = 0;
+  return comm.all_reduce_max(&nothing, 1);
+}
+
+// Every rank's verdict on a local step: ok on every rank, or a failure on every rank (with this
+// rank's message where it is the one that failed).
+Status agree_on(dist::Communicator& comm, const Status& mine) {
+  float failed = mine ? 0.0f : 1.0f;
+  if (Status st = comm.all_reduce_max(&failed, 1); !st) return st;
+  if (!mine) return mine;
+  return failed == 0.0f ? Status::ok() : Status::runtime("another rank failed");
+}
+
+// A host shard in the communicator's memory: the same views for host memory, copies on the GPU
+// otherwise (the tensors that travel and k_mean; metadata stays on the host).
+class PlacedShard {
+ public:
+  explicit PlacedShard(dist::Communicator& comm) : comm_(comm) {}
+  PlacedShard(const PlacedShard&) = delete;
+  PlacedShard& operator=(const PlacedShard&) = delete;
+  ~PlacedShard() {
+    for (void* b : buffers_) comm_.deallocate(b);
+  }
+  Status place(const AttentionArgs& host_shard) {
+    args_ = host_shard;
+    if (comm_.memory() == dist::MemorySpace::host) return Status::ok();
+    for (TensorView* v : {&args_.q, &args_.k, &args_.v, &args_.q_scales, &args_.k_scales,
+                          &args_.v_scales, &args_.o, &args_.lse, &args_.k_mean}) {
+      if (!v->given()) continue;
+      void* data = nullptr;
+      if (Status st = comm_.allocate(v->bytes, &data); !st) return st;
+      buffers_.push_back(data);
+      if (Status st = comm_.copy_from_host(data, v->data, v->bytes); !st) return st;
+      v->data = data;
+    }
+    return comm_.synchronize();
+  }
+  const AttentionArgs& args() const { return args_; }
+
+ private:
+  dist::Communicator& comm_;
+  std::vector<void*> buffers_;
+  AttentionArgs args_;
+};
+
+// sharded_attention's three steps with the ranks synchronized before each all-to-all, so that an
+// all-to-all's time is its own and not a wait for the slowest rank's attention. Total time is the
+// sum of the steps.
+Status measure_sharded_attention(dist::Communicator& comm, const AttentionArgs& shard,
+                                 const RunOptions& options,
+                                 const dist::SendQuantization& quantization,
+                                 dist::ShardedStats* stats) {
+  *stats = dist::ShardedStats{};
+  dist::GatheredHeads gathered;
+  if (Status st = barrier(comm); !st) return st;
+  if (Status st = dist::gather_heads(comm, shard, quantization, &gathered, &stats->forward); !st) {
+    return st;
+  }
+  const auto start = std::chrono::steady_clock::now();
+  if (Status st = dist::run_local_attention(comm, gathered, options, &stats->attention_engine);
+      !st) {
+    return st;
+  }
+  stats->attention_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (Status st = barrier(comm); !st) return st;
+  if (Status st = dist::scatter_sequence(comm, gathered, &stats->reverse); !st) return st;
+  stats->total_seconds =
+      stats->forward.seconds() + stats->attention_seconds + stats->reverse.seconds();
+  return Status::ok();
+}
+
+// Every rank's stats, in rank order, on every rank.
+Status gather_stats(dist::Communicator& comm, const dist::ShardedStats& mine,
+                    std::vector<dist::ShardedStats>* all) {
+  static_assert(std::is_trivially_copyable_v<dist::ShardedStats>);
+  all->assign(size_t(comm.size()), dist::ShardedStats{});
+  return comm.all_gather(&mine, sizeof(dist::ShardedStats), all->data());
+}
+
+// One all-to-all over the ranks.
+struct AllToAllSummary {
+  int64_t bytes = 0;        // sent to peers, summed over the ranks
+  double wire_seconds = 0;  // the slowest rank's collective
+  double seconds = 0;       // the slowest rank's whole exchange (quantize, pack, wire, unpack)
+  double bus_bytes_per_second = 0;  // bytes per rank on the wire over the slowest collective
+  double share = 0;                 // of the slowest rank's total time
+};
+
+// nccl-tests' bus bandwidth for an all-to-all: (S (n-1)/n) / t, S a rank's whole send, t the
+// slowest rank's time; with uneven shards, S (n-1)/n is the mean of the bytes sent to peers.
+AllToAllSummary summarize(const std::vector<dist::ShardedStats>& ranks, bool forward) {
+  AllToAllSummary s;
+  double slowest_total = 0;
+  for (const dist::ShardedStats& r : ranks) {
+    const dist::ExchangeStats& e = forward ? r.forward : r.reverse;
+    s.bytes += e.bytes_to_peers;
+    s.wire_seconds = std::max(s.wire_seconds, e.wire_seconds);
+    s.seconds = std::max(s.seconds, e.seconds());
+    slowest_total = std::max(slowest_total, r.total_seconds);
+  }
+  if (s.wire_seconds > 0 && !ranks.empty()) {
+    s.bus_bytes_per_second = double(s.bytes) / double(ranks.size()) / s.wire_seconds;
+  }
+  if (slowest_total > 0) s.share = s.seconds / slowest_total;
+  return s;
+}
 
 struct Payload {
   const char* name;
@@ -39,7 +152,7 @@ constexpr Payload kPayloads[] = {
 struct Row {
   std::string payload;
   int64_t seq = 0;
-  dist::AllToAllSummary forward, reverse;
+  AllToAllSummary forward, reverse;
   double attention_seconds = 0;
   double total_seconds = 0;
   Engine engine = Engine::automatic;  // the engine that ran the attention
@@ -78,10 +191,10 @@ Status measure(dist::Communicator& comm, const Options& o, const Payload& payloa
   c.causal = Causal::top_left;
   c.seed = uint64_t(comm.rank()) + 1;
   workload::Workload w;
-  dist::PlacedShard placed;
+  PlacedShard placed(comm);
   Status ready = workload::Workload::build(c, &w);
-  if (ready) ready = placed.place(comm, w.args());
-  if (Status st = dist::agree_on(comm, ready); !st) return st;
+  if (ready) ready = placed.place(w.args());
+  if (Status st = agree_on(comm, ready); !st) return st;
   dist::SendQuantization sq;
   sq.q = sq.k = sq.v = payload.send;
   RunOptions options;
@@ -90,7 +203,7 @@ Status measure(dist::Communicator& comm, const Options& o, const Payload& payloa
   std::vector<dist::ShardedStats> runs;
   for (int64_t r = 0; r <= o.repeat; ++r) {
     dist::ShardedStats stats;
-    if (Status st = dist::measure_sharded_attention(comm, placed.args(), options, sq, &stats);
+    if (Status st = measure_sharded_attention(comm, placed.args(), options, sq, &stats);
         !st) {
       return st;
     }
@@ -99,11 +212,11 @@ Status measure(dist::Communicator& comm, const Options& o, const Payload& payloa
   std::sort(runs.begin(), runs.end(),
             [](const auto& a, const auto& b) { return a.total_seconds < b.total_seconds; });
   std::vector<dist::ShardedStats> ranks;
-  if (Status st = dist::gather_stats(comm, runs[runs.size() / 2], &ranks); !st) return st;
+  if (Status st = gather_stats(comm, runs[runs.size() / 2], &ranks); !st) return st;
   row->payload = payload.name;
   row->seq = seq * comm.size();
-  row->forward = dist::summarize(ranks, true);
-  row->reverse = dist::summarize(ranks, false);
+  row->forward = summarize(ranks, true);
+  row->reverse = summarize(ranks, false);
   row->engine = ranks[0].attention_engine;
   for (const dist::ShardedStats& r : ranks) {
     row->attention_seconds = std::max(row->attention_seconds, r.attention_seconds);
@@ -133,36 +246,37 @@ void print_row(const Row& r) {
               (r.forward.share + r.reverse.share) * 100);
 }
 
-void write_json(const std::string& path, const dist::Communicator& comm, const Options& o,
-                const std::vector<Row>& rows) {
-  std::ofstream js(path);
-  js << "{\n  \"ranks\": " << comm.size() << ",\n  \"backend\": \""
-     << (o.backend == dist::Backend::mpi ? "mpi" : "nccl") << "\",\n  \"heads_q\": " << o.heads_q
-     << ",\n  \"heads_kv\": " << o.heads_kv << ",\n  \"head_dim\": " << o.dim
-     << ",\n  \"runs\": [\n";
-  for (size_t i = 0; i < rows.size(); ++i) {
-    const Row& r = rows[i];
-    js << "    {\"payload\": \"" << r.payload << "\", \"engine\": \"" << engine_name(r.engine)
-       << "\", \"seq\": " << r.seq << ", \"forward_bytes\": " << r.forward.bytes
-       << ", \"forward_wire_ms\": " << r.forward.wire_seconds * 1e3
-       << ", \"forward_bus_gbps\": " << r.forward.bus_bytes_per_second * 1e-9
-       << ", \"forward_ms\": " << r.forward.seconds * 1e3
-       << ", \"reverse_bytes\": " << r.reverse.bytes
-       << ", \"reverse_wire_ms\": " << r.reverse.wire_seconds * 1e3
-       << ", \"reverse_bus_gbps\": " << r.reverse.bus_bytes_per_second * 1e-9
-       << ", \"reverse_ms\": " << r.reverse.seconds * 1e3
-       << ", \"attention_ms\": " << r.attention_seconds * 1e3
-       << ", \"total_ms\": " << r.total_seconds * 1e3
-       << ", \"comm_share\": " << r.forward.share + r.reverse.share << "}"
-       << (i + 1 < rows.size() ? ",\n" : "\n");
+Json to_json(const dist::Communicator& comm, const Options& o, const std::vector<Row>& rows) {
+  Json runs = Json::array();
+  for (const Row& r : rows) {
+    runs.push_back({{"payload", r.payload},
+                    {"engine", engine_name(r.engine)},
+                    {"seq", r.seq},
+                    {"forward_bytes", r.forward.bytes},
+                    {"forward_wire_ms", r.forward.wire_seconds * 1e3},
+                    {"forward_bus_gbps", r.forward.bus_bytes_per_second * 1e-9},
+                    {"forward_ms", r.forward.seconds * 1e3},
+                    {"reverse_bytes", r.reverse.bytes},
+                    {"reverse_wire_ms", r.reverse.wire_seconds * 1e3},
+                    {"reverse_bus_gbps", r.reverse.bus_bytes_per_second * 1e-9},
+                    {"reverse_ms", r.reverse.seconds * 1e3},
+                    {"attention_ms", r.attention_seconds * 1e3},
+                    {"total_ms", r.total_seconds * 1e3},
+                    {"comm_share", r.forward.share + r.reverse.share}});
   }
-  js << "  ]\n}\n";
+  return {{"ranks", comm.size()},
+          {"backend", o.backend == dist::Backend::mpi ? "mpi" : "nccl"},
+          {"heads_q", o.heads_q},
+          {"heads_kv", o.heads_kv},
+          {"head_dim", o.dim},
+          {"runs", runs}};
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   using mxattn::tools::FlagParser;
+  constexpr const char* kProgram = "mxattn_bench_dist";
   Options o;
   FlagParser flags("bench-dist", "[flags]    (as: mpirun -np P mxattn_bench_dist [flags])",
                    "Times the all-to-alls of sequence-parallel attention beside the attention.");
@@ -187,10 +301,13 @@ int main(int argc, char** argv) {
 
   std::unique_ptr<dist::Communicator> comm;
   if (Status st = make_communicator(o.backend, &comm); !st) {
-    std::fprintf(stderr, "mxattn_bench_dist: %s\n", st.message().c_str());
+    std::fprintf(stderr, "%s: %s\n", kProgram, st.message().c_str());
     return 1;
   }
   const bool lead = comm->rank() == 0;
+  // A --json path that cannot be written ends every rank before the run (rank 0 says why).
+  const bool writable = !lead || o.json.empty() || bench::json_writable(kProgram, o.json);
+  if (!agree_on(*comm, writable ? Status::ok() : Status::invalid("--json"))) return 1;
   if (lead) {
     std::printf("%d ranks over %s (%s memory), Hq=%lld Hkv=%lld D=%lld, causal, O bf16 with LSE\n",
                 comm->size(), o.backend == dist::Backend::mpi ? "MPI" : "NCCL",
@@ -206,13 +323,16 @@ int main(int argc, char** argv) {
     for (const Payload& payload : kPayloads) {
       Row row;
       if (Status st = measure(*comm, o, payload, seq, &row); !st) {
-        if (lead) std::fprintf(stderr, "mxattn_bench_dist: %s\n", st.message().c_str());
+        if (lead) std::fprintf(stderr, "%s: %s\n", kProgram, st.message().c_str());
         return 1;
       }
       if (lead) print_row(row);
       rows.push_back(row);
     }
   }
-  if (lead && !o.json.empty()) write_json(o.json, *comm, o, rows);
+  if (lead && !o.json.empty() &&
+      !bench::write_json(kProgram, o.json, to_json(*comm, o, rows))) {
+    return 1;
+  }
   return 0;
 }
