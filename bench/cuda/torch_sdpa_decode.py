@@ -83,15 +83,15 @@ def probe(reps):
     return (2 << 30) / (us * 1e-6) / 1e9
 
 
-def random(*shape, dtype=torch.bfloat16):
+def cuda_randn(*shape, dtype=torch.bfloat16):
     return torch.randn(*shape, device="cuda", dtype=torch.bfloat16).to(dtype)
 
 
 def sdpa_anchor(backend):
     """A step of PyTorch SDPA on `backend` over bf16 [B, H, S, D] tensors."""
     def make(batch, heads_q, heads_kv, keys):
-        q = random(batch, heads_q, 1, DIM)
-        k, v = random(batch, heads_kv, keys, DIM), random(batch, heads_kv, keys, DIM)
+        q = cuda_randn(batch, heads_q, 1, DIM)
+        k, v = cuda_randn(batch, heads_kv, keys, DIM), cuda_randn(batch, heads_kv, keys, DIM)
         gqa = heads_q != heads_kv
 
         def step():
@@ -107,9 +107,9 @@ def fa3_anchor(fa3, fp8):
     dtype = torch.float8_e4m3fn if fp8 else torch.bfloat16
 
     def make(batch, heads_q, heads_kv, keys):
-        q = random(batch, 1, heads_q, DIM, dtype=dtype)
-        k = random(batch, keys, heads_kv, DIM, dtype=dtype)
-        v = random(batch, keys, heads_kv, DIM, dtype=dtype)
+        q = cuda_randn(batch, 1, heads_q, DIM, dtype=dtype)
+        k = cuda_randn(batch, keys, heads_kv, DIM, dtype=dtype)
+        v = cuda_randn(batch, keys, heads_kv, DIM, dtype=dtype)
         seqlens = torch.full((batch,), keys, dtype=torch.int32, device="cuda")
         scales = {}
         if fp8:
