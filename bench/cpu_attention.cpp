@@ -1,25 +1,19 @@
 // The fast CPU engine against this machine's own ceilings: the f32 FMA peak (the clock a chain of
 // dependent FMAs runs at, times the 512-bit FMAs a core issues per cycle) for prefill, and the
-// bandwidth of a streaming read for decode. Prints a table and, with --json FILE, writes the same
-// numbers as JSON. The decode cases' runs alternate (bf16, E4M3, bf16, ...), each followed by a
-// streaming read, so that the share of the read and MXFP8's speed over bf16 also come from runs
-// made at the same moment: this machine's bandwidth moves by up to 2x within minutes.
+// bandwidth of a streaming read for decode. Attention runs through the public API
+// (mxattn::attention with Engine::cpu_fast), as a user's code calls it; the kernel set is the
+// library's choice (MXATTN_CPU_ISA, read once per process, overrides it). Prints a table and, with
+// --json FILE, writes the same numbers as JSON. The decode cases' runs alternate (bf16, E4M3,
+// bf16, ...), each followed by a streaming read, so that the share of the read and MXFP8's speed
+// over bf16 also come from runs made at the same moment: a shared host's bandwidth moves by up to
+// 2x within minutes.
 //
-//   mxattn_bench_cpu [--threads N] [--reps N]
-//                    [--isa portable|avx2|avx512|avx512_vbmi|avx512_bf16|avx512_amx|
-//                           avx512_amx_emulated]
-//                    [--case TEXT] [--decode-keys N] [--kv bf16,e4m3,...]
-//                    [--kv-layout bshd,bhsd] [--row-tiles none,bf16,all]
-//                    [--sources memory,cache | --hot] [--json FILE]
-// --case runs only the cases whose name contains TEXT. --row-tiles runs each decode case once per
-// MXATTN_CPU_ROW_TILES mode (src/cpu/fast.h), alternated run by run within this one process, and
-// prints the median ratio of each mode's runs to the first mode's runs made beside them.
-// --kv-layout bhsd stores the decode caches head-major ([B, Hkv, S, D] and scales
-// [B, Hkv, S, D/32]) and passes them as the strided [B, S, Hkv, D] view; with both layouts the
-// cases of each run alternated and MXFP8's speed over bf16 is printed per layout.
-// --sources memory,cache runs each decode case from memory (a new copy of its KV cache every call,
-// 1 GiB of copies in all) and from the caches (one copy read every call), alternated within this
-// process, so that both are timed at the same moment; --hot is --sources cache.
+//   mxattn_bench_cpu [--threads N] [--reps N] [--case TEXT] [--decode-keys N]
+//                    [--kv bf16,e4m3,...] [--kv-layout bshd,bhsd] [--json FILE]
+//
+// --kv-layout bhsd stores the decode caches head-major ([B, Hkv, S, D] as PyTorch's SDPA takes
+// them, and scales [B, Hkv, S, D/32]) and passes them as the strided [B, S, Hkv, D] view; with
+// both layouts the cases of each run alternate and MXFP8's speed over bf16 is printed per layout.
 #include <omp.h>
 
 #include <algorithm>
@@ -29,12 +23,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
-#include <iostream>
 #include <memory>
 #include <optional>
-#include <random>
-#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -43,20 +33,15 @@
 #include <immintrin.h>
 #endif
 
-#include "base/float16.h"
-#include "base/host_tensor.h"
-#include "core/plan.h"
-#include "core/problem.h"
-#include "api/engines.h"
-#include "cpu/engines.h"
-#include "cpu/fast.h"
+#include "bench_util.h"
+#include "cli.h"
 #include "mxattn/attention.h"
 #include "mxattn/mx.h"
+#include "workload/workload.h"
 
 namespace {
 
 using mxattn::DType;
-using mxattn::base::HostTensor;
 using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t0) {
@@ -215,15 +200,8 @@ Ceilings measure_ceilings(int threads, const StreamRead& read) {
 
 // ---- Problems ----
 
-std::mt19937 rng(2024);
-
-// A contiguous tensor of `dtype` holding N(0, 1) values.
-HostTensor random_tensor(DType dtype, std::initializer_list<int64_t> shape) {
-  HostTensor t(dtype, shape);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  for (int64_t i = 0; i < t.numel(); ++i) mxattn::base::store_float(t.view(), i, normal(rng));
-  return t;
-}
+using mxattn::bench::HostTensor;
+using mxattn::bench::Json;
 
 struct Case {
   std::string name;
@@ -231,82 +209,62 @@ struct Case {
   int64_t batch = 1, seq_q = 0, seq_k = 0, heads_q = 0, heads_kv = 0, dim = 128;
   DType q_type = DType::f32, kv_type = DType::f32;
   mxattn::Causal causal = mxattn::Causal::none;
-  // Decode with --row-tiles: MXATTN_CPU_ROW_TILES for this case's runs (empty: left as it is).
-  std::string row_tiles;
-  // Decode: the KV cache stored head-major ([B, Hkv, S, D], as PyTorch's SDPA takes it, and its
-  // scales [B, Hkv, S, D/32]), passed to the engine as the strided [B, S, Hkv, D] view of it.
+  // The KV cache stored head-major ([B, Hkv, S, D], as PyTorch's SDPA takes it, and its scales
+  // [B, Hkv, S, D/32]), passed to the engine as the strided [B, S, Hkv, D] view of it.
   bool head_major = false;
-  // Decode: one KV cache read every call, from the caches where it fits, instead of a new copy
-  // from memory.
-  bool hot = false;
 };
 
-// The names --kv-layout and --sources take, which the tables and the JSON also use.
+// The names --kv-layout takes, which the tables and the JSON also use.
+constexpr const char* kLayoutNames[] = {"bshd", "bhsd"};
 const char* layout_name(bool head_major) {
-  return head_major ? "bhsd" : "bshd";
-}
-const char* source_name(bool hot) {
-  return hot ? "cache" : "memory";
+  return kLayoutNames[head_major ? 1 : 0];
 }
 
-// One KV cache (and its MX scales) of a case.
+std::string dtype_name(DType t) {
+  return std::string(mxattn::name_of(t));
+}
+
+// One KV cache (and its MX scales) of a case, in the case's layout.
 struct KvCache {
   HostTensor k, v, k_scales, v_scales;
 };
 
-// Replaces f32 `t` by its MX codes of `dtype`, with E8M0 scales along the head dim.
-void quantize_in_place(HostTensor& t, HostTensor& scales, DType dtype) {
-  const mxattn::TensorView& v = t.view();
-  HostTensor codes(dtype, {v.shape[0], v.shape[1], v.shape[2], v.shape[3]});
-  scales = HostTensor(DType::e8m0, {v.shape[0], v.shape[1], v.shape[2], v.shape[3] / 32});
-  if (!mxattn::quantize(v, codes.view(), scales.view(), 3, mxattn::ScaleMode::floor)) {
-    std::cerr << "quantize failed\n";
-    std::exit(1);
-  }
-  t = std::move(codes);
+// A [B, S, H, X] tensor stored as it is, or head-major as [B, H, S, X].
+HostTensor stored(const mxattn::TensorView& bshd, bool head_major) {
+  if (!head_major || !bshd.given()) return mxattn::bench::copy_of(bshd);
+  const int64_t b = bshd.shape[0], s = bshd.shape[1], h = bshd.shape[2], x = bshd.shape[3];
+  HostTensor out(bshd.dtype, {b, h, s, x});
+  const int64_t row = mxattn::contiguous_bytes(bshd.dtype, x).value_or(0);
+  const auto* from = static_cast<const std::byte*>(bshd.data);
+  auto* to = out.data<std::byte>();
+  for (int64_t i = 0; i < b; ++i)
+    for (int64_t j = 0; j < s; ++j)
+      for (int64_t k = 0; k < h; ++k)
+        std::memcpy(to + ((i * h + k) * s + j) * row, from + ((i * s + j) * h + k) * row,
+                    size_t(row));
+  return out;
 }
 
-KvCache make_cache(const Case& c) {
-  KvCache kv;
-  const bool mx = mxattn::is_mx(c.kv_type);
-  const int64_t a = c.head_major ? c.heads_kv : c.seq_k, b = c.head_major ? c.seq_k : c.heads_kv;
-  kv.k = random_tensor(mx ? DType::f32 : c.kv_type, {c.batch, a, b, c.dim});
-  kv.v = random_tensor(mx ? DType::f32 : c.kv_type, {c.batch, a, b, c.dim});
-  if (mx) {
-    quantize_in_place(kv.k, kv.k_scales, c.kv_type);
-    quantize_in_place(kv.v, kv.v_scales, c.kv_type);
-  }
-  return kv;
+// Another copy of a cache, at other addresses: what the timing needs of the copies that keep
+// every call reading memory, in a fraction of the time drawing new values took.
+KvCache copy_of(const KvCache& kv) {
+  return {mxattn::bench::copy_of(kv.k.view()), mxattn::bench::copy_of(kv.v.view()),
+          mxattn::bench::copy_of(kv.k_scales.view()), mxattn::bench::copy_of(kv.v_scales.view())};
 }
 
-// A copy of `t` in a buffer of its own (an empty tensor stays empty).
-HostTensor copy_of(const HostTensor& t) {
-  const mxattn::TensorView& v = t.view();
-  if (v.data == nullptr) return HostTensor();
-  HostTensor c(v.dtype, std::vector<int64_t>(v.shape, v.shape + v.rank));
-  std::memcpy(c.view().data, v.data, size_t(t.bytes()));
-  return c;
+int64_t cache_bytes(const KvCache& kv) {
+  return kv.k.bytes() + kv.v.bytes() + kv.k_scales.bytes() + kv.v_scales.bytes();
 }
 
 // A cache tensor as the engine's [B, S, Hkv, ...] view: axes 1 and 2 swapped where it is stored
 // head-major.
 mxattn::TensorView bshd_view(const HostTensor& t, bool head_major) {
   mxattn::TensorView v = t.view();
-  if (head_major && v.data != nullptr) {
+  if (head_major && v.given()) {
     std::swap(v.shape[1], v.shape[2]);
     std::swap(v.stride[1], v.stride[2]);
   }
   return v;
-}
-
-// Another copy of a cache, at other addresses: what the timing needs of the copies that keep
-// every call reading memory, in a fraction of the time drawing new values took.
-KvCache copy_of(const KvCache& kv) {
-  return {copy_of(kv.k), copy_of(kv.v), copy_of(kv.k_scales), copy_of(kv.v_scales)};
-}
-
-int64_t cache_bytes(const KvCache& kv) {
-  return kv.k.bytes() + kv.v.bytes() + kv.k_scales.bytes() + kv.v_scales.bytes();
 }
 
 // Query-key pairs that are visible (causal counts the lower triangle of a square problem).
@@ -324,76 +282,81 @@ struct Result {
   double gflops = 0, gbs = 0;
   double percent_of_ceiling = 0;
   int64_t bytes = 0;
-  // Decode from memory: each run beside a streaming read made right after it; the medians over
-  // the runs of that read and of the run's share of it.
+  // Decode: each run beside a streaming read made right after it; the medians over the runs of
+  // that read and of the run's share of it.
   double read_gbs_beside = 0, percent_of_read_beside = 0;
   std::vector<double> run_ms;  // in the order run, the warm-up left out
 };
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0.0 : v[v.size() / 2];
-}
+using mxattn::bench::median;
 
-// One case ready to run: its inputs and, for decode, enough copies of the KV cache that every call
-// reads memory, not a cache left warm by the previous one (one copy where the case is hot).
+// One case ready to run: its inputs (random N(0, 1), from the workload generator) and, for
+// decode, enough copies of the KV cache that every call reads memory, not a cache left warm by
+// the previous one.
 class Runner {
  public:
-  Runner(const Case& c, mxattn::cpu::SimdIsa isa, int threads)
-      : c_(c),
-        isa_(isa),
-        threads_(threads),
-        q_(random_tensor(c.q_type, {c.batch, c.seq_q, c.heads_q, c.dim})),
-        o_(c.q_type == DType::f32 ? DType::f32 : DType::bf16,
-           {c.batch, c.seq_q, c.heads_q, c.dim}) {
-    caches_.push_back(make_cache(c));
+  Runner(const Case& c, int threads) : c_(c), threads_(threads) {
+    mxattn::workload::Config config;
+    config.batch = c.batch;
+    config.seq_q = c.seq_q;
+    config.seq_k = c.seq_k;
+    config.heads_q = c.heads_q;
+    config.heads_kv = c.heads_kv;
+    config.dim_qk = config.dim_v = c.dim;
+    config.q_format = c.q_type;
+    config.k_format = config.v_format = c.kv_type;
+    config.o_format = c.q_type == DType::f32 ? DType::f32 : DType::bf16;
+    config.causal = c.causal;
+    config.return_lse = false;
+    config.split_kv = mxattn::AttentionArgs{}.split.split_kv;  // what a caller gets by default
+    if (mxattn::Status st = mxattn::workload::Workload::build(config, &problem_); !st) {
+      std::fprintf(stderr, "mxattn_bench_cpu: %s: %s\n", c.name.c_str(), st.message().c_str());
+      std::exit(1);
+    }
+    const mxattn::AttentionArgs& a = problem_.args();
+    caches_.push_back({stored(a.k, c.head_major), stored(a.v, c.head_major),
+                       stored(a.k_scales, c.head_major), stored(a.v_scales, c.head_major)});
     const int64_t one = cache_bytes(caches_[0]);
-    if (c.kind == "decode" && !c.hot) {
+    if (c.kind == "decode") {
       while (int64_t(caches_.size()) * one < (int64_t(1) << 30)) {
         caches_.push_back(copy_of(caches_[0]));
       }
     }
-    bytes_ = one + q_.bytes() + o_.bytes();
+    bytes_ = one + a.q.bytes + a.o.bytes;
   }
 
   const Case& c() const { return c_; }
   int64_t bytes() const { return bytes_; }
 
-  // Call number `call` (the caches taken in turn); ms, validation and planning included.
+  // Call number `call` (the caches taken in turn); ms, validation included.
   double run_ms(int call) const {
     const KvCache& kv = caches_[size_t(call) % caches_.size()];
-    mxattn::AttentionArgs args;
-    args.q = q_.view();
+    mxattn::AttentionArgs args = problem_.args();
     args.k = bshd_view(kv.k, c_.head_major);
     args.v = bshd_view(kv.v, c_.head_major);
-    if (mxattn::is_mx(c_.kv_type)) {
-      args.k_scales = bshd_view(kv.k_scales, c_.head_major);
-      args.v_scales = bshd_view(kv.v_scales, c_.head_major);
-    }
-    args.o = o_.view();
-    args.causal = c_.causal;
-    if (!c_.row_tiles.empty()) setenv("MXATTN_CPU_ROW_TILES", c_.row_tiles.c_str(), 1);
+    args.k_scales = bshd_view(kv.k_scales, c_.head_major);
+    args.v_scales = bshd_view(kv.v_scales, c_.head_major);
     const auto t0 = Clock::now();
-    mxattn::core::Problem p;
-    if (mxattn::Status st = mxattn::core::validate_problem(args, &p); !st) {
-      std::cerr << c_.name << ": " << st.message() << "\n";
+    const mxattn::Status st =
+        mxattn::attention(args, mxattn::RunOptions{mxattn::Engine::cpu_fast, threads_});
+    const double ms = seconds_since(t0) * 1e3;
+    if (!st) {
+      std::fprintf(stderr, "mxattn_bench_cpu: %s: %s\n", c_.name.c_str(), st.message().c_str());
       std::exit(1);
     }
-    mxattn::cpu::run_fast_with(isa_, p, mxattn::api::split_params(p, mxattn::api::EngineKind::cpu_fast), threads_);
-    return seconds_since(t0) * 1e3;
+    return ms;
   }
 
  private:
   Case c_;
-  mxattn::cpu::SimdIsa isa_;
   int threads_;
-  HostTensor q_, o_;
+  mxattn::workload::Workload problem_;
   std::vector<KvCache> caches_;
   int64_t bytes_ = 0;
 };
 
-// A case's result from its runs (`ms`, in order) and, for decode from memory, the streaming reads
-// made right after each (`reads`, GB/s; empty otherwise).
+// A case's result from its runs (`ms`, in order) and, for decode, the streaming reads made right
+// after each (`reads`, GB/s; empty otherwise).
 Result summarize(const Runner& run, const std::vector<double>& ms, const std::vector<double>& reads,
                  const Ceilings& ceilings) {
   const Case& c = run.c();
@@ -419,205 +382,120 @@ Result summarize(const Runner& run, const std::vector<double>& ms, const std::ve
   return r;
 }
 
-std::string dtype_name(DType t) {
-  return std::string(mxattn::name_of(t));
-}
-
-std::string causal_name(mxattn::Causal c) {
-  return c == mxattn::Causal::none ? "none" : "top_left";
-}
-
-// MXFP8 decode's speed over bf16's: from the best times, and the median over runs made one after
-// the other of their time ratios.
+// MXFP8 decode's speed over bf16's in one KV layout: from the best times, and the median over runs
+// made one after the other of their time ratios.
 struct Speedup {
+  std::string layout;
   double best = 0, alternated = 0;
 };
 
-// MXFP8 over bf16 per KV layout ("bshd" or "bhsd"), for one decode source.
-using Speedups = std::vector<std::pair<std::string, Speedup>>;
-
-void write_speedups(std::ofstream& out, const Speedups& speedups) {
-  out << "{";
-  for (size_t i = 0; i < speedups.size(); ++i) {
-    out << (i ? ", " : "") << "\"" << speedups[i].first
-        << "\": {\"best\": " << speedups[i].second.best
-        << ", \"alternated\": " << speedups[i].second.alternated << "}";
+Json to_json(const Ceilings& ce, const std::vector<Result>& results,
+             const std::vector<Speedup>& speedups) {
+  const char* isa = std::getenv("MXATTN_CPU_ISA");
+  Json j = {{"engine", "mxattn cpu_fast"},
+            {"cpu_isa_env", isa != nullptr ? Json(isa) : Json(nullptr)},
+            {"threads", ce.threads},
+            {"ceilings",
+             {{"clock_ghz", ce.clock_ghz},
+              {"fma_units", ce.fma_units},
+              {"lanes", ce.lanes},
+              {"peak_gflops", ce.peak_gflops},
+              {"measured_fma_gflops", ce.measured_gflops},
+              {"stream_read_gbs", ce.stream_gbs},
+              {"stream_bytes", ce.stream_bytes}}}};
+  // The first layout's speedup at the top level, every layout's by name.
+  j["mxfp8_over_bf16_decode_speedup"] = speedups.empty() ? Json(nullptr) : Json(speedups[0].best);
+  j["mxfp8_over_bf16_decode_speedup_alternated"] =
+      speedups.empty() ? Json(nullptr) : Json(speedups[0].alternated);
+  Json by_layout = Json::object();
+  for (const Speedup& s : speedups) {
+    by_layout[s.layout] = {{"best", s.best}, {"alternated", s.alternated}};
   }
-  out << "}";
-}
-
-// by_source: per decode source ("memory", "cache"), in --sources order, its speedups per layout.
-void write_json(const std::string& path, const Ceilings& ce, const std::vector<Result>& results,
-                const std::string& isa,
-                const std::vector<std::pair<std::string, Speedups>>& by_source) {
-  // The first source's speedups per layout in mxfp8_over_bf16_decode_speedup_by_layout, its
-  // first layout's at the top level (as before --kv-layout and --sources); every source's in
-  // mxfp8_over_bf16_decode_speedup_by_source.
-  const Speedups none;
-  const Speedups& speedups = by_source.empty() ? none : by_source.front().second;
-  const Speedup fp8_speedup = speedups.empty() ? Speedup{} : speedups.front().second;
-  const bool hot = !by_source.empty() && by_source.front().first == source_name(true);
-  std::ofstream out(path);
-  out << "{\n  \"engine\": \"mxattn cpu_fast\",\n  \"isa\": \"" << isa << "\",\n"
-      << "  \"threads\": " << ce.threads << ",\n"
-      << "  \"hot_decode_cache\": " << (hot ? "true" : "false") << ",\n"
-      << "  \"decode_sources\": [";
-  for (size_t i = 0; i < by_source.size(); ++i) {
-    out << (i ? ", " : "") << "\"" << by_source[i].first << "\"";
+  j["mxfp8_over_bf16_decode_speedup_by_layout"] = by_layout;
+  Json cases = Json::array();
+  for (const Result& r : results) {
+    const bool decode = r.c.kind == "decode";
+    cases.push_back(
+        {{"name", r.c.name},
+         {"kind", r.c.kind},
+         {"batch", r.c.batch},
+         {"seq_q", r.c.seq_q},
+         {"seq_k", r.c.seq_k},
+         {"heads_q", r.c.heads_q},
+         {"heads_kv", r.c.heads_kv},
+         {"dim", r.c.dim},
+         {"q_type", dtype_name(r.c.q_type)},
+         {"kv_type", dtype_name(r.c.kv_type)},
+         {"causal", r.c.causal == mxattn::Causal::none ? "none" : "top_left"},
+         {"kv_layout", layout_name(r.c.head_major)},
+         {"best_ms", r.best_ms},
+         {"median_ms", r.median_ms},
+         {"run_ms", r.run_ms},
+         {"gflops", r.gflops},
+         {"gbs", r.gbs},
+         {"bytes", r.bytes},
+         {"percent_of_ceiling", r.percent_of_ceiling},
+         {"read_gbs_beside", decode ? Json(r.read_gbs_beside) : Json(nullptr)},
+         {"percent_of_read_beside", decode ? Json(r.percent_of_read_beside) : Json(nullptr)}});
   }
-  out << "],\n"
-      << "  \"ceilings\": {\"clock_ghz\": " << ce.clock_ghz << ", \"fma_units\": " << ce.fma_units
-      << ", \"lanes\": " << ce.lanes << ", \"peak_gflops\": " << ce.peak_gflops
-      << ", \"measured_fma_gflops\": " << ce.measured_gflops
-      << ", \"stream_read_gbs\": " << ce.stream_gbs << ", \"stream_bytes\": " << ce.stream_bytes
-      << "},\n  \"mxfp8_over_bf16_decode_speedup\": " << fp8_speedup.best
-      << ",\n  \"mxfp8_over_bf16_decode_speedup_alternated\": " << fp8_speedup.alternated
-      << ",\n  \"mxfp8_over_bf16_decode_speedup_by_layout\": ";
-  write_speedups(out, speedups);
-  out << ",\n  \"mxfp8_over_bf16_decode_speedup_by_source\": {";
-  for (size_t i = 0; i < by_source.size(); ++i) {
-    out << (i ? ", " : "") << "\"" << by_source[i].first << "\": ";
-    write_speedups(out, by_source[i].second);
-  }
-  out << "},\n  \"cases\": [\n";
-  for (size_t i = 0; i < results.size(); ++i) {
-    const Result& r = results[i];
-    out << "    {\"name\": \"" << r.c.name << "\", \"kind\": \"" << r.c.kind
-        << "\", \"batch\": " << r.c.batch << ", \"seq_q\": " << r.c.seq_q
-        << ", \"seq_k\": " << r.c.seq_k << ", \"heads_q\": " << r.c.heads_q
-        << ", \"heads_kv\": " << r.c.heads_kv << ", \"dim\": " << r.c.dim << ", \"q_type\": \""
-        << dtype_name(r.c.q_type) << "\", \"kv_type\": \"" << dtype_name(r.c.kv_type)
-        << "\", \"causal\": \"" << causal_name(r.c.causal) << "\", \"kv_layout\": \""
-        << layout_name(r.c.head_major) << "\", \"source\": \""
-        << (r.c.kind == "decode" ? source_name(r.c.hot) : "") << "\", \"best_ms\": " << r.best_ms
-        << ", \"median_ms\": " << r.median_ms << ", \"gflops\": " << r.gflops
-        << ", \"gbs\": " << r.gbs << ", \"bytes\": " << r.bytes
-        << ", \"percent_of_ceiling\": " << r.percent_of_ceiling
-        << ", \"read_gbs_beside\": " << r.read_gbs_beside
-        << ", \"percent_of_read_beside\": " << r.percent_of_read_beside << "}"
-        << (i + 1 < results.size() ? "," : "") << "\n";
-  }
-  out << "  ]\n}\n";
-}
-
-// A flag's comma-separated list of `first` and `second` (either or both) into `out`, true for
-// `second`; false, with a message, for another name or an empty list.
-bool parse_choices(const std::string& flag, const std::string& text, const std::string& first,
-                   const std::string& second, std::vector<bool>& out) {
-  out.clear();
-  std::stringstream list(text);
-  for (std::string name; std::getline(list, name, ',');) {
-    if (name != first && name != second) {
-      std::cerr << flag << " " << name << ": not " << first << " or " << second << "\n";
-      return false;
-    }
-    out.push_back(name == second);
-  }
-  if (out.empty()) {
-    std::cerr << flag << ": give " << first << ", " << second << " or both\n";
-    return false;
-  }
-  return true;
+  j["cases"] = cases;
+  return j;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  int threads = 2, reps = 5;
-  int64_t decode_keys = 32768;
-  std::vector<bool> sources = {false};  // decode from the caches or not, per --sources
-  std::string json_path, only;
-  std::vector<DType> decode_kv = {DType::bf16, DType::e4m3};
-  std::vector<std::string> row_tiles = {""};
-  std::vector<bool> layouts = {false};  // head-major or not, per --kv-layout
-  mxattn::cpu::SimdIsa isa = mxattn::cpu::supported_isas().back();
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    const bool has_value = i + 1 < argc;
-    if (arg == "--threads" && has_value) {
-      threads = std::atoi(argv[++i]);
-    } else if (arg == "--reps" && has_value) {
-      reps = std::max(1, std::atoi(argv[++i]));
-    } else if (arg == "--case" && has_value) {
-      only = argv[++i];
-    } else if (arg == "--decode-keys" && has_value) {
-      decode_keys = std::max<int64_t>(1, std::atoll(argv[++i]));
-    } else if (arg == "--kv" && has_value) {
-      decode_kv.clear();
-      std::stringstream list(argv[++i]);
-      for (std::string name; std::getline(list, name, ',');) {
-        const std::optional<DType> t = mxattn::parse_dtype(name);
-        if (!t ||
-            !(*t == DType::f32 || *t == DType::f16 || *t == DType::bf16 || mxattn::is_mx(*t))) {
-          std::cerr << "--kv " << name << ": not f32, f16, bf16 or an MX type\n";
-          return 2;
-        }
-        decode_kv.push_back(*t);
-      }
-    } else if (arg == "--row-tiles" && has_value) {
-      row_tiles.clear();
-      std::stringstream list(argv[++i]);
-      for (std::string mode; std::getline(list, mode, ',');) {
-        if (mode != "none" && mode != "bf16" && mode != "all") {
-          std::cerr << "--row-tiles " << mode << ": not none, bf16 or all\n";
-          return 2;
-        }
-        row_tiles.push_back(mode);
-      }
-    } else if (arg == "--kv-layout" && has_value) {
-      if (!parse_choices(arg, argv[++i], layout_name(false), layout_name(true), layouts)) return 2;
-    } else if (arg == "--hot") {
-      sources = {true};
-    } else if (arg == "--sources" && has_value) {
-      if (!parse_choices(arg, argv[++i], source_name(false), source_name(true), sources)) return 2;
-    } else if (arg == "--json" && has_value) {
-      json_path = argv[++i];
-    } else if (arg == "--isa" && has_value) {
-      const std::string name = argv[++i];
-      bool found = false;
-      for (mxattn::cpu::SimdIsa s : mxattn::cpu::checked_isas()) {
-        if (mxattn::cpu::isa_name(s) == name) isa = s, found = true;
-      }
-      if (!found) {
-        std::cerr << "--isa " << name << ": not supported here\n";
-        return 2;
-      }
-    } else {
-      std::cerr
-          << "usage: " << argv[0]
-          << " [--threads N] [--reps N] [--isa "
-             "portable|avx2|avx512|avx512_vbmi|avx512_bf16|avx512_amx|avx512_amx_emulated] "
-             "[--case TEXT]"
-             " [--decode-keys N] [--kv bf16,e4m3,...] [--kv-layout bshd,bhsd]"
-             " [--row-tiles none,bf16,all] [--sources memory,cache | --hot]"
-             " [--json FILE]\n"
-             "  --kv: the K/V types of the decode cases: f32, f16, bf16 or MX (default bf16,e4m3)\n"
-             "  --kv-layout: the decode caches stored as bshd ([B, S, Hkv, D], the default) or\n"
-             "               bhsd (head-major, as PyTorch's SDPA takes them); the runs of both\n"
-             "               alternated, MXFP8's speed over bf16 printed per layout\n"
-             "  --row-tiles: each decode case once per MXATTN_CPU_ROW_TILES mode, the modes' runs\n"
-             "               alternated, with the median ratio of each mode's paired runs to the\n"
-             "               first's\n"
-             "  --sources: decode from memory (a new copy of the KV cache every call, the\n"
-             "             default), from the caches (one copy read every call), or both,\n"
-             "             alternated, MXFP8's speed over bf16 printed per source\n"
-             "  --hot: --sources cache\n";
-      return 2;
-    }
+  constexpr const char* kProgram = "mxattn_bench_cpu";
+  int64_t threads = 2, reps = 5, decode_keys = 32768;
+  std::string json_path, only, kv_text = "bf16,e4m3", layout_text = kLayoutNames[0];
+  mxattn::tools::FlagParser flags = mxattn::tools::FlagParser::for_program(
+      kProgram, "[flags]",
+      "The fast CPU engine's prefill and decode against this machine's FMA peak and streaming\n"
+      "read, through mxattn::attention (Engine::cpu_fast).");
+  flags.add_int("threads", &threads, "CPU threads of the engine and of the ceilings");
+  flags.add_int("reps", &reps, "timed runs of each case after one warm-up");
+  flags.add_string("case", &only, "TEXT", "run only the cases whose name contains TEXT");
+  flags.add_int("decode-keys", &decode_keys, "cached keys of the decode cases");
+  flags.add_string("kv", &kv_text, "T,T,...",
+                   "K/V types of the decode cases: f32, f16, bf16 or MX (e4m3, e2m1, ...)");
+  flags.add_string("kv-layout", &layout_text, "L,L",
+                   "decode caches stored bshd ([B, S, Hkv, D]) or bhsd (head-major, as PyTorch's "
+                   "SDPA takes them); both: the runs alternated, MXFP8 over bf16 per layout");
+  flags.add_string("json", &json_path, "FILE", "also write the results here as JSON");
+  if (std::optional<int> exit = flags.parse(argc, argv)) return *exit;
+  if (threads < 1) return flags.usage_error("--threads must be at least 1");
+  if (reps < 1) return flags.usage_error("--reps must be at least 1");
+  if (decode_keys < 1) return flags.usage_error("--decode-keys must be at least 1");
+  std::vector<DType> decode_kv;
+  const auto kv_type = [](DType t) { return mxattn::is_plain_float(t) || mxattn::is_mx(t); };
+  if (auto problem =
+          mxattn::bench::parse_dtypes("kv", kv_text, kv_type, "f32, f16, bf16 or MX", &decode_kv)) {
+    return flags.usage_error(*problem);
   }
+  std::vector<bool> layouts;  // head-major or not
+  for (const std::string& name : mxattn::bench::split_list(layout_text)) {
+    if (name != kLayoutNames[0] && name != kLayoutNames[1]) {
+      return flags.usage_error("--kv-layout: '" + name + "' is not bshd or bhsd");
+    }
+    layouts.push_back(name == kLayoutNames[1]);
+  }
+  if (layouts.empty()) return flags.usage_error("--kv-layout: give bshd, bhsd or both");
+  if (!json_path.empty() && !mxattn::bench::json_writable(kProgram, json_path)) return 1;
 
-  const StreamRead read(threads);  // for the ceiling, and beside each decode run from memory
-  const Ceilings ce = measure_ceilings(threads, read);
-  std::printf("mxattn cpu_fast benchmark: %d threads, kernels %s, best of %d runs\n", threads,
-              std::string(mxattn::cpu::isa_name(isa)).c_str(), reps);
+  const int nthreads = int(threads);
+  const StreamRead read(nthreads);  // for the ceiling, and beside each decode run
+  const Ceilings ce = measure_ceilings(nthreads, read);
+  const char* isa = std::getenv("MXATTN_CPU_ISA");
+  std::printf("mxattn cpu_fast benchmark: %d threads, kernels %s, best of %lld runs\n", nthreads,
+              isa != nullptr ? isa : "of the library's choice", static_cast<long long>(reps));
   std::printf(
       "FMA peak  = %d threads x %d FMA/cycle x %d lanes x 2 flop x %.2f GHz = %.1f GFLOP/s"
       "  (clock from a chain of dependent FMAs, %g cycles each; FMAs a cycle from a loop of\n"
       "            independent 512-bit FMAs, which reaches %.1f GFLOP/s)\n",
-      threads, ce.fma_units, ce.lanes, ce.clock_ghz, ce.peak_gflops, kFmaLatencyCycles,
+      nthreads, ce.fma_units, ce.lanes, ce.clock_ghz, ce.peak_gflops, kFmaLatencyCycles,
       ce.measured_gflops);
   std::printf("Bandwidth = %.1f GB/s  (streaming read of %lld MiB by %d threads)\n\n",
-              ce.stream_gbs, static_cast<long long>(ce.stream_bytes >> 20), threads);
+              ce.stream_gbs, static_cast<long long>(ce.stream_bytes >> 20), nthreads);
 
   using mxattn::Causal;
   std::vector<Case> cases;
@@ -633,29 +511,20 @@ int main(int argc, char** argv) {
       cases.push_back(c);
     }
   }
-  for (const bool hot : sources) {
-    for (const bool head_major : layouts) {
-      for (DType t : decode_kv) {
-        for (const std::string& mode : row_tiles) {
-          Case c;
-          c.name =
-              "decode " + (t == DType::e4m3 ? std::string("mxfp8-e4m3") : dtype_name(t)) + " kv" +
-              (layouts.size() > 1 || head_major ? " " + std::string(layout_name(head_major)) : "") +
-              (mode.empty() ? "" : " tiles=" + mode) +
-              (sources.size() > 1 ? " " + std::string(source_name(hot)) : "");
-          c.row_tiles = mode;
-          c.head_major = head_major;
-          c.hot = hot;
-          c.kind = "decode";
-          c.seq_q = 1;
-          c.seq_k = decode_keys;
-          c.heads_q = 32;
-          c.heads_kv = 8;
-          c.q_type = DType::bf16;
-          c.kv_type = t;
-          cases.push_back(c);
-        }
-      }
+  for (const bool head_major : layouts) {
+    for (DType t : decode_kv) {
+      Case c;
+      c.name = "decode " + (t == DType::e4m3 ? std::string("mxfp8-e4m3") : dtype_name(t)) + " kv" +
+               (layouts.size() > 1 || head_major ? " " + std::string(layout_name(head_major)) : "");
+      c.head_major = head_major;
+      c.kind = "decode";
+      c.seq_q = 1;
+      c.seq_k = decode_keys;
+      c.heads_q = 32;
+      c.heads_kv = 8;
+      c.q_type = DType::bf16;
+      c.kv_type = t;
+      cases.push_back(c);
     }
   }
 
@@ -668,20 +537,17 @@ int main(int argc, char** argv) {
                 c.name.c_str(), static_cast<long long>(c.batch), static_cast<long long>(c.seq_q),
                 static_cast<long long>(c.seq_k), static_cast<long long>(c.heads_q),
                 static_cast<long long>(c.heads_kv), r.best_ms, r.median_ms, r.gflops, r.gbs,
-                r.percent_of_ceiling,
-                c.kind == "prefill" ? "of FMA peak"
-                : c.hot             ? "of memory bandwidth (read from the caches)"
-                                    : "of bandwidth");
+                r.percent_of_ceiling, c.kind == "prefill" ? "of FMA peak" : "of bandwidth");
   };
   // Prefill: each case's runs one after another, the first a warm-up.
   std::vector<std::unique_ptr<Runner>> decode;
   for (const Case& c : cases) {
     if (c.name.find(only) == std::string::npos) continue;
     if (c.kind == "decode") {
-      decode.push_back(std::make_unique<Runner>(c, isa, threads));
+      decode.push_back(std::make_unique<Runner>(c, nthreads));
       continue;
     }
-    const Runner run(c, isa, threads);
+    const Runner run(c, nthreads);
     std::vector<double> ms;
     for (int call = 0; call <= reps; ++call) {
       const double t = run.run_ms(call);
@@ -691,84 +557,59 @@ int main(int argc, char** argv) {
     print_row(results.back());
   }
   // Decode: the cases' runs alternated (bf16, E4M3, bf16, ...) so that the machine's drift falls
-  // on every case alike, each run from memory followed by a streaming read.
+  // on every case alike, each run followed by a streaming read.
   std::vector<std::vector<double>> ms(decode.size()), reads(decode.size());
   for (int call = 0; call <= reps; ++call) {
     for (size_t i = 0; i < decode.size(); ++i) {
-      const bool hot = decode[i]->c().hot;
       const double t = decode[i]->run_ms(call);
-      const double gbs = hot ? 0.0 : read.gbs();
+      const double gbs = read.gbs();
       if (call == 0) continue;  // warm-up
       ms[i].push_back(t);
-      if (!hot) reads[i].push_back(gbs);
+      reads[i].push_back(gbs);
     }
   }
   for (size_t i = 0; i < decode.size(); ++i) {
     results.push_back(summarize(*decode[i], ms[i], reads[i], ce));
     print_row(results.back());
   }
-  if (std::any_of(decode.begin(), decode.end(), [](const auto& d) { return !d->c().hot; })) {
-    std::printf("\nDecode beside a streaming read made right after each run (median of %d):\n",
-                reps);
+  if (!decode.empty()) {
+    std::printf("\nDecode beside a streaming read made right after each run (median of %lld):\n",
+                static_cast<long long>(reps));
     for (const Result& r : results) {
-      if (r.c.kind != "decode" || r.c.hot) continue;
+      if (r.c.kind != "decode") continue;
       std::printf("%-36s %5.1f%% of the read (read %.1f GB/s)\n", r.c.name.c_str(),
                   r.percent_of_read_beside, r.read_gbs_beside);
     }
   }
-  // With several --row-tiles modes: each case's runs against the first mode's, pair by pair.
-  if (row_tiles.size() > 1) {
-    std::printf("\nRow-tile modes, the median of the ratios of paired runs (first mode / this):\n");
+  // MXFP8 over bf16 per KV layout.
+  std::vector<Speedup> speedups;
+  for (const bool head_major : layouts) {
+    const Result* bf16 = nullptr;
+    const Result* fp8 = nullptr;
     for (const Result& r : results) {
-      if (r.c.kind != "decode" || r.c.row_tiles == row_tiles[0]) continue;
-      for (const Result& first : results) {
-        if (first.c.kind != "decode" || first.c.kv_type != r.c.kv_type ||
-            first.c.head_major != r.c.head_major || first.c.hot != r.c.hot ||
-            first.c.row_tiles != row_tiles[0]) {
-          continue;
-        }
-        std::vector<double> ratios;
-        int wins = 0;
-        for (size_t i = 0; i < r.run_ms.size(); ++i) {
-          ratios.push_back(first.run_ms[i] / r.run_ms[i]);
-          wins += r.run_ms[i] < first.run_ms[i];
-        }
-        std::printf("%-36s %.3fx (%d of %zu runs faster)\n", r.c.name.c_str(), median(ratios), wins,
-                    ratios.size());
-      }
+      if (r.c.kind != "decode" || r.c.head_major != head_major) continue;
+      if (r.c.kv_type == DType::bf16) bf16 = &r;
+      if (r.c.kv_type == DType::e4m3) fp8 = &r;
     }
-  }
-  // MXFP8 over bf16 per decode source and KV layout (with several --row-tiles modes, the last
-  // mode's cases).
-  std::vector<std::pair<std::string, Speedups>> by_source;
-  for (const bool hot : sources) {
-    Speedups speedups;
-    for (const bool head_major : layouts) {
-      const Result* bf16 = nullptr;
-      const Result* fp8 = nullptr;
-      for (const Result& r : results) {
-        if (r.c.kind != "decode" || r.c.head_major != head_major || r.c.hot != hot) continue;
-        if (r.c.kv_type == DType::bf16) bf16 = &r;
-        if (r.c.kv_type == DType::e4m3) fp8 = &r;
-      }
-      if (bf16 == nullptr || fp8 == nullptr) continue;
-      Speedup s;
-      s.best = bf16->best_ms / fp8->best_ms;
-      std::vector<double> ratios;
-      for (size_t i = 0; i < bf16->run_ms.size(); ++i) {
-        ratios.push_back(bf16->run_ms[i] / fp8->run_ms[i]);
-      }
-      s.alternated = median(ratios);
-      speedups.emplace_back(layout_name(head_major), s);
-      std::printf(
-          "\nMXFP8 decode is %.2fx faster than bf16 decode%s%s%s (best times; %.2fx, the median of"
-          " the ratios of runs made one after the other)\n",
-          s.best, layouts.size() > 1 ? ", " : "", layouts.size() > 1 ? layout_name(head_major) : "",
-          sources.size() > 1 ? (hot ? ", from the caches" : ", from memory") : "", s.alternated);
+    if (bf16 == nullptr || fp8 == nullptr) continue;
+    Speedup s;
+    s.layout = layout_name(head_major);
+    s.best = bf16->best_ms / fp8->best_ms;
+    std::vector<double> ratios;
+    for (size_t i = 0; i < bf16->run_ms.size(); ++i) {
+      ratios.push_back(bf16->run_ms[i] / fp8->run_ms[i]);
     }
-    by_source.emplace_back(source_name(hot), speedups);
+    s.alternated = median(ratios);
+    speedups.push_back(s);
+    std::printf(
+        "\nMXFP8 decode is %.2fx faster than bf16 decode%s%s (best times; %.2fx, the median of the "
+        "ratios of runs made one after the other)\n",
+        s.best, layouts.size() > 1 ? ", " : "", layouts.size() > 1 ? s.layout.c_str() : "",
+        s.alternated);
   }
-  if (!json_path.empty())
-    write_json(json_path, ce, results, std::string(mxattn::cpu::isa_name(isa)), by_source);
+  if (!json_path.empty() &&
+      !mxattn::bench::write_json(kProgram, json_path, to_json(ce, results, speedups))) {
+    return 1;
+  }
   return 0;
 }

@@ -1,31 +1,30 @@
 """The fast CPU engine's prefill beside PyTorch's CPU SDPA, timed in pairs within one process.
 
-    python bench/cpu_vs_torch_pairs.py [--threads N] [--pairs N] [--case TEXT] [--isas A,B]
-                                       [--json FILE] [--plot FILE.png]
+    python bench/cpu_vs_torch_pairs.py [--threads N] [--pairs N] [--case TEXT] [--json FILE]
+                                       [--plot FILE.png]
     python bench/cpu_vs_torch_pairs.py --from-json FILE --plot FILE.png   (redraws a run's plot)
 
-A shared host's speed moves by up to 2x within a minute (docs/perf.md), and bench/cpu_vs_torch.py
-runs the two programs seconds apart. Here both run in this process on the same tensors, through
+A shared host's speed moves by up to 2x within a minute, so a ratio of two programs run minutes, or
+even seconds, apart says little. Here both run in this process on the same tensors, through
 mxattn's Python module (engine "cpu") and torch.nn.functional.scaled_dot_product_attention, with
 the same thread count, one call of each per pair, the order swapped every pair: the two calls of
 a pair see the same moment of the host. A pair's ratio is PyTorch's time over ours (above 1: we
 are faster); the table gives, per case, each program's median time over the pairs, the median of
 the pairs' ratios, its quartiles and how many pairs we won. The tensors are BSHD (the layout of
 an inference engine's projections); PyTorch takes their [B, H, S, D] views, mxattn the tensors.
---isas times mxattn once per named kernel set in every pair (MXATTN_CPU_ISA, e.g.
-avx512_bf16,avx512_amx: the AVX-512 FMA kernels against the AMX ones), each against PyTorch; the
-first is the "ours" of the table, the others get their own rows. The plot (matplotlib) draws
-every pair's times, which shows how far the host's speed moves.
+mxattn's kernel set is the library's choice (MXATTN_CPU_ISA, read once per process, overrides
+it). The plot (matplotlib) draws every pair's times, which shows how far the host's speed moves.
 Needs `pip install .` (mxattn's Python module) and torch. Pin the process (taskset) to as many
 cores as threads.
 """
 
 import argparse
 import json
-import os
 import statistics
 import sys
 import time
+
+from bench_util import json_writable, write_json
 
 SHAPE = {"batch": 1, "seq": 2048, "heads": 8, "dim": 128}
 
@@ -48,23 +47,16 @@ def quartiles(values):
     return q[0], q[2]
 
 
-def run_case(c, threads, pairs, isas, torch, sdpa, mxattn):
-    """Times mxattn under each kernel set in `isas` ("" the default) and PyTorch, one call each a
-    pair, the order rotated every pair: one result per kernel set, each against PyTorch."""
+def run_case(c, threads, pairs, torch, sdpa, mxattn):
+    """Times mxattn and PyTorch, one call each a pair, the order swapped every pair."""
     dtype = torch.float32 if c["dtype"] == "f32" else torch.bfloat16
     b, s, h, d = c["batch"], c["seq"], c["heads"], c["dim"]
     gen = torch.Generator().manual_seed(1)
     q, k, v = (torch.randn(b, s, h, d, generator=gen).to(dtype) for _ in range(3))
     causal = "top_left" if c["causal"] else None
 
-    def ours(isa):
-        def call():
-            if isa:
-                os.environ["MXATTN_CPU_ISA"] = isa
-            else:
-                os.environ.pop("MXATTN_CPU_ISA", None)
-            return mxattn.attention(q, k, v, causal=causal, engine="cpu", threads=threads)
-        return call
+    def ours():
+        return mxattn.attention(q, k, v, causal=causal, engine="cpu", threads=threads)
 
     def theirs():
         return sdpa(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=c["causal"])
@@ -74,31 +66,24 @@ def run_case(c, threads, pairs, isas, torch, sdpa, mxattn):
         call()
         return (time.perf_counter() - t0) * 1e3
 
-    programs = [ours(isa) for isa in isas] + [theirs]
     # Warm-up, and a check that both compute the same attention.
-    want = theirs().transpose(1, 2).float()
-    diffs = [(p().float() - want).abs().max().item() for p in programs[:-1]]
-    ms = [[] for _ in programs]
+    diff = (ours().float() - theirs().transpose(1, 2).float()).abs().max().item()
+    ms_ours, ms_torch = [], []
     for i in range(pairs):
-        order = list(range(len(programs)))
-        order = order[i % len(order):] + order[:i % len(order)]
-        for n in order:
-            ms[n].append(timed(programs[n]))
-    os.environ.pop("MXATTN_CPU_ISA", None)
-    results = []
-    for isa, ms_ours, diff in zip(isas, ms, diffs):
-        ratios = [t / o for o, t in zip(ms_ours, ms[-1])]
-        low, high = quartiles(ratios)
-        name = c["name"] + (f" [{isa}]" if isa else "")
-        results.append({**c, "name": name, "isa": isa or "default", "pairs": pairs,
-                        "ours_ms": ms_ours, "torch_ms": ms[-1],
-                        "ours_median_ms": statistics.median(ms_ours),
-                        "torch_median_ms": statistics.median(ms[-1]),
-                        "ours_gflops_at_median": flops(c) / statistics.median(ms_ours) / 1e6,
-                        "ratio_median": statistics.median(ratios), "ratio_q1": low,
-                        "ratio_q3": high, "pairs_won": sum(r > 1 for r in ratios),
-                        "max_abs_difference": diff})
-    return results
+        if i % 2 == 0:
+            ms_ours.append(timed(ours))
+            ms_torch.append(timed(theirs))
+        else:
+            ms_torch.append(timed(theirs))
+            ms_ours.append(timed(ours))
+    ratios = [t / o for o, t in zip(ms_ours, ms_torch)]
+    low, high = quartiles(ratios)
+    return {**c, "pairs": pairs, "ours_ms": ms_ours, "torch_ms": ms_torch,
+            "ours_median_ms": statistics.median(ms_ours),
+            "torch_median_ms": statistics.median(ms_torch),
+            "ours_gflops_at_median": flops(c) / statistics.median(ms_ours) / 1e6,
+            "ratio_median": statistics.median(ratios), "ratio_q1": low, "ratio_q3": high,
+            "pairs_won": sum(r > 1 for r in ratios), "max_abs_difference": diff}
 
 
 def print_table(result):
@@ -116,10 +101,40 @@ def print_table(result):
           "was faster)")
 
 
+def draw_panels(panels, xlabel, ylabel, title, path):
+    """mxattn's times beside PyTorch's, one panel a case, in rows of up to 4: `panels` holds
+    (subtitle, x, ours, torch) per case."""
+    try:
+        import matplotlib
+    except ImportError:
+        print(f"plot: matplotlib is not installed, {path} not drawn")
+        return
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    cols = min(4, len(panels))
+    rows = (len(panels) + cols - 1) // cols
+    fig, axes = plt.subplots(rows, cols, figsize=(3.6 * cols, 3.2 * rows), squeeze=False)
+    for ax in axes.flat[len(panels):]:
+        ax.set_visible(False)
+    for ax, (subtitle, x, mine, theirs) in zip(axes.flat, panels):
+        ax.plot(x, mine, "o-", ms=4, label="mxattn")
+        ax.plot(x, theirs, "s--", ms=4, label="PyTorch SDPA")
+        ax.set_title(subtitle, fontsize=9)
+        ax.set_xlabel(xlabel)
+        ax.set_ylim(bottom=0)
+    axes[0][0].set_ylabel(ylabel)
+    axes[0][0].legend(fontsize=8, loc="lower left")
+    fig.suptitle(title, fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    print(f"plot: {path}")
+
+
 def plot(result, path):
-    """Each pair's times, ours beside PyTorch's (cpu_vs_torch.draw_panels)."""
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from cpu_vs_torch import draw_panels
+    """Each pair's times, ours beside PyTorch's."""
+    if not result["cases"]:
+        print(f"plot: no cases, {path} not drawn")
+        return
     panels = [(f"{c['name']}\ntorch/ours {c['ratio_median']:.2f}x (median of pairs)",
                range(1, c["pairs"] + 1), c["ours_ms"], c["torch_ms"]) for c in result["cases"]]
     draw_panels(panels, "pair", "ms",
@@ -132,12 +147,13 @@ def main():
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--pairs", type=int, default=20)
     parser.add_argument("--case", default="", help="run only the cases whose name contains this")
-    parser.add_argument("--isas", default="",
-                        help="mxattn's kernel sets to time, comma-separated (default: its choice)")
     parser.add_argument("--json", help="also write the results here")
     parser.add_argument("--plot", help="also draw the pairs into this PNG (needs matplotlib)")
     parser.add_argument("--from-json", help="draw --plot from this earlier run's JSON, run nothing")
     args = parser.parse_args()
+    if args.pairs < 1:
+        parser.error("--pairs must be at least 1")
+    json_writable(args.json)
     if args.from_json:
         with open(args.from_json) as f:
             result = json.load(f)
@@ -152,13 +168,12 @@ def main():
     result = {"threads": args.threads, "torch": torch.__version__, "cases": []}
     for c in cases():
         if args.case in c["name"]:
-            result["cases"] += run_case(c, args.threads, args.pairs, args.isas.split(","), torch,
-                                        F.scaled_dot_product_attention, mxattn)
+            result["cases"].append(run_case(c, args.threads, args.pairs, torch,
+                                            F.scaled_dot_product_attention, mxattn))
             print(f"{c['name']}: done", file=sys.stderr)
     print_table(result)
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump(result, f, indent=1)
+        write_json(args.json, result)
     if args.plot:
         plot(result, args.plot)
 

@@ -1,18 +1,19 @@
-// Google Benchmark micro-benchmarks of the MX quantizer and dequantizer (src/mx): bytes of source
-// per second for each element format, both block axes. A table on stdout; JSON with
+// How fast the MX quantizer and dequantizer (mxattn::quantize, mxattn::dequantize) turn a KV
+// cache's worth of values into MX codes and back: bytes of f32 source per second for each element
+// format, both block axes (Google Benchmark). A table on stdout; JSON with
 //   mxattn_bench_mx --benchmark_out=mx.json --benchmark_out_format=json
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
 #include <vector>
 
-#include "base/host_tensor.h"
+#include "bench_util.h"
 #include "mxattn/mx.h"
 
 namespace {
 
 using mxattn::DType;
-using mxattn::base::HostTensor;
+using mxattn::bench::HostTensor;
 
 constexpr int64_t kTokens = 4096, kHeads = 8, kDim = 128;
 

@@ -2,7 +2,7 @@
 """Bar chart of the JSON written by `mxattn_mx_accuracy --json FILE` (docs/accuracy.md).
 
 One panel per input (Gaussian, K with outlier channels); per format, one bar per producer
-transform; relative L2 error of O on a log axis, with issue 5's MXFP4 target as a line.
+transform; relative L2 error of O on a log axis, with the MXFP4 target (0.25) as a line.
 
     python3 bench/plot_accuracy.py accuracy.json accuracy.png
 """

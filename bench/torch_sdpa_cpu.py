@@ -8,12 +8,13 @@ decode repeats the KV heads (enable_gqa where this PyTorch has it).
 """
 
 import argparse
-import json
 import statistics
 import time
 
 import torch
 import torch.nn.functional as F
+
+from bench_util import json_writable, write_json
 
 
 def cases():
@@ -85,6 +86,9 @@ def main():
     parser.add_argument("--case", default="", help="run only the cases whose name contains this")
     parser.add_argument("--json", help="also write the results here")
     args = parser.parse_args()
+    if args.reps < 1:
+        parser.error("--reps must be at least 1")
+    json_writable(args.json)
 
     torch.set_num_threads(args.threads)
     print(f"torch {torch.__version__} CPU SDPA: {torch.get_num_threads()} threads, best of {args.reps} runs")
@@ -100,9 +104,8 @@ def main():
               f"{r['heads_kv']:>4} {r['best_ms']:>9.2f} {r['median_ms']:>9.2f} {r['gflops']:>9.1f} "
               f"{r['gbs']:>9.2f}")
     if args.json:
-        with open(args.json, "w") as out:
-            json.dump({"engine": "torch sdpa cpu", "torch": torch.__version__,
-                       "threads": args.threads, "cases": results}, out, indent=2)
+        write_json(args.json, {"engine": "torch sdpa cpu", "torch": torch.__version__,
+                               "threads": args.threads, "cases": results}, indent=2)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Installs what mxattn needs and is missing: build tools and test libraries from Debian, numpy and
-# ml_dtypes (the independent MX cross-check) from PyPI. Safe to run again: it installs only what is absent.
+# Installs what mxattn needs and is missing: build tools, test libraries and nlohmann-json (the
+# benchmarks' JSON) from Debian, numpy and ml_dtypes (the independent MX cross-check) from PyPI.
+# Safe to run again: it installs only what is absent.
 set -euo pipefail
 
 SUDO=""
@@ -13,6 +14,7 @@ command -v g++ >/dev/null 2>&1 || need_apt+=(g++)
 command -v python3 >/dev/null 2>&1 || need_apt+=(python3 python3-pip)
 [ -f /usr/include/gtest/gtest.h ] || need_apt+=(libgtest-dev libgmock-dev)
 [ -f /usr/include/benchmark/benchmark.h ] || need_apt+=(libbenchmark-dev)
+[ -f /usr/include/nlohmann/json.hpp ] || need_apt+=(nlohmann-json3-dev)
 # Open MPI: the MPI backend of sequence parallelism and its tests under mpirun.
 { command -v mpicxx && command -v mpirun; } >/dev/null 2>&1 || need_apt+=(libopenmpi-dev openmpi-bin)
 if [ ${#need_apt[@]} -gt 0 ]; then
@@ -34,8 +36,10 @@ if ! python3 -c "import numpy, ml_dtypes" >/dev/null 2>&1; then
 fi
 
 # The prefill engine builds on the CUTLASS/CuTe headers (PyPI nvidia-cutlass), where nvcc is, and
-# its machine-code check reads the kernels with cuobjdump (PyPI, where the toolkit lacks it).
+# its machine-code check reads the kernels with cuobjdump (PyPI, where the toolkit lacks it); the
+# benchmarks' JSON library goes to .deps too, for the device machine, which has no network.
 if command -v nvcc >/dev/null 2>&1; then
   "$(dirname "$0")/fetch_cutlass.sh"
   "$(dirname "$0")/fetch_cuda_tools.sh"
+  "$(dirname "$0")/fetch_json.sh"
 fi

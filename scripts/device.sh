@@ -1,35 +1,35 @@
 #!/usr/bin/env bash
 # The one script for the GPU machine (nvidia-h200): one configure and build with CUDA (Release,
-# sm_90a, CUTLASS headers from .deps), then sections:
+# sm_90a, CUTLASS headers and nlohmann-json from .deps), then sections:
 #   gpu_tests      every GPU test (decode, prefill, NCCL one rank): ctest -L gpu
 #   sanitizer      compute-sanitizer memcheck and racecheck on reduced filters (decode, prefill)
-#   decode_bench   the decode benchmark beside PyTorch SDPA (cuDNN, flash) in the same call, plot
-#   prefill_bench  the prefill benchmark beside PyTorch SDPA (cuDNN, flash) and torch.matmul, plot
+#   decode_bench   the decode benchmark (mxattn_decode_bench) beside its anchors in the same call:
+#                  cuDNN and FlashAttention-2 through PyTorch SDPA, FlashAttention-3 with bf16 and
+#                  FP8 caches (bench/cuda/torch_sdpa_decode.py); the joined table and a plot
+#   prefill_bench  the prefill benchmark (mxattn_prefill_bench) beside the same anchors, FA3's FP8
+#                  beside the MXFP8 rows, and torch.matmul's bf16 rate; the joined table and a plot
 #   python         pip install . (CUDA build) and the pytest suite with PyTorch CUDA tensors
 #   dist           the NCCL backend with one rank end to end, and its all-to-all beside attention
-#   cpu_bench      the fast CPU engine beside PyTorch's CPU SDPA, 2 threads, same CPU: prefill
-#                  in alternating rounds (bench/cpu_vs_torch.py; CPU_ROUNDS, default 5) and in
-#                  pairs within one process (bench/cpu_vs_torch_pairs.py; CPU_PAIRS, default 20;
-#                  where mxattn's Python module is installed); the decode's kernels paired in one
-#                  process (mxattn_bench_cpu --row-tiles); then
-#                  the decode by thread count (bench/cpu_decode_threads.py; CPU_DECODE_THREADS),
-#                  and from memory against from the L3 (--hot; CPU_CACHE_THREADS)
+#   cpu_bench      the fast CPU engine against the host's ceilings, prefill and decode, both KV
+#                  cache layouts (mxattn_bench_cpu), beside PyTorch's CPU SDPA on the same cases
+#                  (bench/torch_sdpa_cpu.py) and, where mxattn's Python module is installed (the
+#                  python section), prefill timed in pairs within one process
+#                  (bench/cpu_vs_torch_pairs.py; CPU_PAIRS, default 20); 2 threads on 2 cores
 #   ncu            Nsight Compute on one prefill launch per head dim (not run by default;
 #                  NCU_DIMS: the head dims, NCU_CLOCKS: base or none, NCU_CAUSAL=1: causal,
 #                  NCU_SPLIT: split_kv, default 1 as in the benchmark)
 #   ncu_decode     Nsight Compute on one decode split kernel per KV type (not run by default;
 #                  NCU_KV: the KV types, NCU_KEYS: cached keys, NCU_CLOCKS: base or none)
 #   prefill_sweep  the prefill kernel's fixed cost per CTA: time against keys (not run by default)
-#   timeline       where a CTA's time goes: a second build with MXATTN_TIMELINE whose decode and
-#                  prefill benchmarks record every CTA's timestamps (not run by default; TL_SHAPES,
-#                  TL_KVS: the decode rows, default B8 and 128k, bf16, e4m3, e2m1; TL_DIMS: the
-#                  prefill head dims, default 64,128,256)
 # A failing section is reported and the next ones still run; a hung first GPU test skips the rest.
 # Everything a section writes (log, JSON, plot) goes to one work folder, packed at the end into
 # $OUT/results.tgz; $OUT/summary.txt holds the short tables, which are also printed last.
+# FlashAttention-3 (the wheels scripts/fetch_fa3.sh puts in .whl) is installed into /tmp/site
+# first; without them the anchors skip FA3 and say why.
 #
-# Usage (from this machine):  scripts/fetch_cutlass.sh; then the device tool's run with
-#   command "bash scripts/device.sh [section ...]", carry [".deps"]     (default: every section)
+# Usage (from this machine):  scripts/fetch_cutlass.sh; scripts/fetch_json.sh; scripts/fetch_fa3.sh;
+#   then the device tool's run with command "bash scripts/device.sh [section ...]",
+#   carry [".deps", ".whl"]     (default: every section)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -59,7 +59,11 @@ section_build() {
         cmake --build /tmp/gtest-build -j "$JOBS" >/dev/null &&
         cmake --install /tmp/gtest-build >/dev/null || return 1
     fi
-    prefix=(-DCMAKE_PREFIX_PATH=/tmp/gtest)
+    prefix+=(-DCMAKE_PREFIX_PATH=/tmp/gtest)
+  fi
+  # The benchmarks' JSON library: the system's, or the copy scripts/fetch_json.sh made.
+  if [ ! -f /usr/include/nlohmann/json.hpp ] && [ -d .deps/nlohmann_json ]; then
+    prefix+=(-Dnlohmann_json_DIR="$PWD/.deps/nlohmann_json/share/cmake/nlohmann_json")
   fi
   cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90a \
     -DMXATTN_CUDA=ON -DMXATTN_BENCH=ON -DMXATTN_CUTLASS_DIR="$PWD/.deps/cutlass/include" \
@@ -107,7 +111,7 @@ section_sanitizer() {
 section_decode_bench() {
   [ "$HUNG" -eq 0 ] || return 1
   timeout 150 "$BUILD/bench/cuda/mxattn_decode_bench" --json "$WORK/decode_bench.json" || return 1
-  PYTHONUNBUFFERED=1 timeout 150 python3 bench/cuda/torch_sdpa_decode.py \
+  PYTHONUNBUFFERED=1 timeout 200 python3 bench/cuda/torch_sdpa_decode.py \
     --json "$WORK/torch_sdpa_decode.json" || return 1
   timeout 60 python3 bench/cuda/plot_decode.py "$WORK/decode_bench.json" \
     "$WORK/torch_sdpa_decode.json" "$OUT/decode_bench.png"
@@ -118,8 +122,8 @@ section_prefill_bench() {
   [ -x "$BUILD/bench/cuda/mxattn_prefill_bench" ] || { echo "prefill engine not built"; return 1; }
   timeout 90 "$BUILD/bench/cuda/mxattn_prefill_bench" --json "$WORK/prefill_bench.json" || return 1
   # As many timed launches as mxattn_prefill_bench: under sustained load the clock drops, and D256
-  # ran 7-11% faster timed over 5 launches than over 20 (perf.md, session 19).
-  PYTHONUNBUFFERED=1 timeout 150 python3 bench/cuda/torch_sdpa_prefill.py \
+  # ran 7-11% faster timed over 5 launches than over 20.
+  PYTHONUNBUFFERED=1 timeout 200 python3 bench/cuda/torch_sdpa_prefill.py \
     --json "$WORK/torch_sdpa_prefill.json" --ours "$WORK/prefill_bench.json" \
     --plot "$OUT/prefill_bench.png" --reps 20
 }
@@ -140,44 +144,25 @@ section_dist() {
     --heads-q 32 --heads-kv 8 --json "$WORK/dist_nccl.json"
 }
 
-# Two threads pinned to two cores, both programs in the same call.
+# Two threads pinned to two cores, mxattn and PyTorch in the same call.
 section_cpu_bench() {
-  timeout 200 taskset -c 0,1 "$BUILD/bench/mxattn_bench_cpu" --threads 2 \
+  # Prefill and decode against the host's FMA peak and streaming read; the decode caches in both
+  # layouts ([B, S, Hkv, D] and PyTorch's [B, Hkv, S, D]), their runs alternated.
+  timeout 200 taskset -c 0,1 "$BUILD/bench/mxattn_bench_cpu" --threads 2 --kv-layout bshd,bhsd \
     --json "$WORK/cpu_attention.json" || return 1
-  # Decode from the caches (512 keys read again and again): the kernels' own speed, no memory.
-  timeout 60 taskset -c 0,1 "$BUILD/bench/mxattn_bench_cpu" --threads 2 --case decode --hot \
-    --decode-keys 512 --reps 50 --json "$WORK/cpu_decode_hot.json" || return 1
-  # The decode's kernels against each other, runs paired in one process (with AMX: bf16 caches on
-  # the tile unit, the default, against the FMA kernels; FP8 caches on it too).
-  timeout 120 taskset -c 0,1 "$BUILD/bench/mxattn_bench_cpu" --threads 2 --case decode --reps 20 \
-    --row-tiles none,bf16,all --json "$WORK/cpu_decode_row_tiles.json" || return 1
-  # Prefill beside PyTorch in alternating rounds (this host's speed moves within a minute), then
-  # PyTorch's bf16 decode, the decode anchor.
-  PYTHONUNBUFFERED=1 timeout 300 taskset -c 0,1 python3 bench/cpu_vs_torch.py \
-    --bench "$BUILD/bench/mxattn_bench_cpu" --threads 2 --rounds "${CPU_ROUNDS:-5}" \
-    --json "$WORK/cpu_vs_torch.json" --plot "$WORK/cpu_vs_torch.png" || return 1
-  # The same prefill cases timed in pairs within one process, both programs at the same moment
-  # (needs mxattn's Python module, which the python section installs).
+  # PyTorch's CPU SDPA on the same cases (its bf16 decode is the anchor of every decode row).
+  PYTHONUNBUFFERED=1 timeout 150 taskset -c 0,1 python3 bench/torch_sdpa_cpu.py --threads 2 \
+    --json "$WORK/torch_sdpa_cpu.json" || return 1
+  # Prefill timed in pairs within one process, both programs at the same moment (this host's
+  # speed moves within a minute; needs mxattn's Python module, which the python section
+  # installs).
   if python3 -c "import mxattn" 2>/dev/null; then
     PYTHONUNBUFFERED=1 timeout 200 taskset -c 0,1 python3 bench/cpu_vs_torch_pairs.py --threads 2 \
       --pairs "${CPU_PAIRS:-20}" --json "$WORK/cpu_vs_torch_pairs.json" \
       --plot "$WORK/cpu_vs_torch_pairs.png"
+  else
+    echo "mxattn's Python module is not installed: no prefill pairs beside PyTorch"
   fi
-  PYTHONUNBUFFERED=1 timeout 100 taskset -c 0,1 python3 bench/torch_sdpa_cpu.py --threads 2 \
-    --case decode --json "$WORK/torch_sdpa_cpu.json"
-  # Decode by thread count (CPU_DECODE_THREADS): where it turns bound by memory, and MXFP8's
-  # speedup over bf16 at each count.
-  PYTHONUNBUFFERED=1 timeout 240 python3 bench/cpu_decode_threads.py \
-    --bench "$BUILD/bench/mxattn_bench_cpu" --threads "${CPU_DECODE_THREADS:-1,2,4,8}" \
-    --rounds 2 --reps 3 --json "$WORK/cpu_decode_threads.json" \
-    --plot "$WORK/cpu_decode_threads.png"
-  # What a key and KV head costs a thread from memory and from the L3 (8192 keys: a 32 MiB bf16
-  # cache), both layouts, by thread count (CPU_CACHE_THREADS): whether MXFP8's decode is bound by
-  # each core or by the memory the threads share.
-  PYTHONUNBUFFERED=1 timeout 240 python3 bench/cpu_decode_threads.py \
-    --bench "$BUILD/bench/mxattn_bench_cpu" --threads "${CPU_CACHE_THREADS:-1,4,16}" \
-    --decode-keys 8192 --kv-layout bshd,bhsd --hot --rounds 2 --reps 5 \
-    --json "$WORK/cpu_decode_cache.json" --plot "$WORK/cpu_decode_cache.png"
 }
 
 # Nsight Compute on one launch of the prefill kernel per head dim (B1 H32 S4096 bf16, non-causal):
@@ -236,7 +221,7 @@ smsp__issue_active.avg.pct_of_peak_sustained_active,smsp__inst_executed.sum \
   return $rc
 }
 
-# The prefill kernel's cost per CTA beside its keys (perf.md, 2026-12-04): B4 H32 Sq 4096 bf16, the
+# The prefill kernel's cost per CTA beside its keys: B4 H32 Sq 4096 bf16, the
 # same 4096 CTAs walking 8 and 32 key tiles (Sk 1024, 4096); the intercept of the line through the
 # two times, spread over the CTAs each SM runs, is what a CTA costs besides its keys.
 section_prefill_sweep() {
@@ -268,75 +253,38 @@ section_prefill_sweep() {
   return $rc
 }
 
-# Per-CTA timestamps of the decode split and prefill kernels (src/cuda/timeline.cuh): the phase
-# table of each row, and every CTA's stamps in timeline_*.csv. Its own build folder: the option
-# changes the kernels.
-section_timeline() {
-  [ "$HUNG" -eq 0 ] || return 1
-  local build="$BUILD-timeline" rc=0
-  cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90a \
-    -DMXATTN_CUDA=ON -DMXATTN_BENCH=ON -DMXATTN_TESTS=OFF -DMXATTN_TIMELINE=ON \
-    -DMXATTN_CUTLASS_DIR="$PWD/.deps/cutlass/include" >"$WORK/timeline_build.log" 2>&1 &&
-    cmake --build "$build" -j "$JOBS" --target mxattn_decode_bench mxattn_prefill_bench \
-      >>"$WORK/timeline_build.log" 2>&1 || { tail -20 "$WORK/timeline_build.log"; return 1; }
-  timeout 200 "$build/bench/cuda/mxattn_decode_bench" --quick --shapes "${TL_SHAPES:-B8,128k}" \
-    --kvs "${TL_KVS:-bf16,e4m3,e2m1}" --timeline "$WORK/timeline_decode.csv" \
-    --json "$WORK/timeline_decode.json" | tee "$WORK/timeline.txt" || rc=1
-  timeout 200 "$build/bench/cuda/mxattn_prefill_bench" --quick --dims "${TL_DIMS:-64,128,256}" \
-    --timeline "$WORK/timeline_prefill.csv" --json "$WORK/timeline_prefill.json" |
-    tee -a "$WORK/timeline.txt" || rc=1
-  return $rc
-}
-
 section_summary() {
   python3 - "$WORK" <<'EOF'
 import json, os, sys
-sys.path.insert(0, "bench")  # the benchmarks' own table printers
+sys.path[:0] = ["bench", "bench/cuda"]  # the benchmarks' own table printers
 work = sys.argv[1]
 def load(name):
     path = os.path.join(work, name)
-    return json.load(open(path)) if os.path.exists(path) else None
-ours, anchors = load("decode_bench.json"), load("torch_sdpa_decode.json")
+    try:
+        return json.load(open(path))
+    except (OSError, ValueError):
+        return None
+ours, anchors = load("prefill_bench.json"), load("torch_sdpa_prefill.json")
+if ours and anchors:
+    from torch_sdpa_prefill import report
+    report(anchors, ours)
+ours = load("decode_bench.json")
 if ours:
-    anchor = {(r["shape"], r["backend"]): r.get("us") for r in (anchors or {}).get("results", [])}
-    print(f"decode: probe (read-only, 2 GiB) {ours['probe_gbps']:.0f} GB/s")
-    print(f"{'shape':22} {'kv':10} {'tile_n':>6} {'t/spl':>5} {'s/cta':>5} {'us':>9} {'GB/s':>6} {'%probe':>6} {'cudnn_us':>9} {'x_cudnn':>7} {'flash_us':>9} {'x_flash':>7}")
-    for r in ours["results"]:
-        c, f = anchor.get((r["shape"], "cudnn")), anchor.get((r["shape"], "flash"))
-        ratio = lambda a: f"{a / r['us']:7.2f}" if a else f"{'n/a':>7}"
-        us = lambda a: f"{a:9.2f}" if a else f"{'n/a':>9}"
-        kv = r['kv'] + (' wide' if r.get('wide_mx') else '')
-        print(f"{r['shape']:22} {kv:10} {str(r.get('tile_n') or 'auto'):>6} "
-              f"{str(r.get('tiles_per_split') or 'auto'):>5} {str(r.get('splits_per_cta') or 'auto'):>5} {r['us']:9.2f} {r['gbps']:6.0f} "
-              f"{100 * r['gbps'] / ours['probe_gbps']:5.1f}% {us(c)} {ratio(c)} {us(f)} {ratio(f)}")
+    from plot_decode import print_table as print_decode
+    print_decode(ours, load("torch_sdpa_decode.json"))
 cpu, torch_cpu = load("cpu_attention.json"), load("torch_sdpa_cpu.json")
 if cpu:
     t = {r["name"]: r for r in (torch_cpu or {}).get("cases", [])}
-    print(f"cpu: peak {cpu['ceilings']['peak_gflops']:.0f} GFLOP/s, read {cpu['ceilings']['stream_read_gbs']:.1f} GB/s")
+    print(f"cpu: peak {cpu['ceilings']['peak_gflops']:.0f} GFLOP/s, read {cpu['ceilings']['stream_read_gbs']:.1f} GB/s"
+          " (torch: PyTorch's CPU SDPA, its bf16 decode beside every decode row)")
     for r in cpu["cases"]:
-        a = t.get(r["name"])
+        a = t.get(r["name"]) or (t.get("decode bf16 kv") if r["kind"] == "decode" else None)
         print(f"  {r['name']:36} {r['median_ms']:9.2f} ms {r['percent_of_ceiling']:5.1f}% of ceiling"
               + (f"  torch {a['median_ms']:9.2f} ms  x{a['median_ms'] / r['median_ms']:.2f}" if a else ""))
-sweep = load("cpu_decode_threads.json")
-if sweep:
-    from cpu_decode_threads import print_table
-    print("cpu decode by threads (medians of rounds):")
-    print_table(sweep["summary"])
-cache = load("cpu_decode_cache.json")
-if cache:
-    from cpu_decode_threads import print_hot_table
-    print("cpu decode, 8192 keys, from memory and from the caches (medians of rounds):")
-    print_hot_table(cache["summary"])
 pairs = load("cpu_vs_torch_pairs.json")
 if pairs:
     from cpu_vs_torch_pairs import print_table as print_pairs
     print_pairs(pairs)
-alt = load("cpu_vs_torch.json")
-if alt:
-    print(f"cpu prefill beside torch, {alt['rounds']} alternating rounds (medians; torch/ours):")
-    for c in alt["cases"]:
-        print(f"  {c['name']:24} {c['ours_median_ms']:9.2f} ms  torch {c['torch_median_ms']:9.2f} ms"
-              f"  x{c['torch_over_ours_median']:.2f} ({c['torch_over_ours_min']:.2f}-{c['torch_over_ours_max']:.2f})")
 EOF
 }
 
@@ -348,6 +296,15 @@ if [ "${1:-}" = "--one" ]; then
   rc=$?
   [ "$HUNG" -eq 1 ] && touch "$WORK/hung"
   exit $rc
+fi
+
+# FlashAttention-3 for the anchors: the wheels scripts/fetch_fa3.sh put in .whl (this machine has
+# no network), installed where every section's Python finds them.
+if compgen -G ".whl/*.whl" >/dev/null; then
+  rm -rf /tmp/site
+  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl ||
+    echo "installing .whl failed: the anchors will skip FlashAttention-3"
+  export PYTHONPATH="/tmp/site${PYTHONPATH:+:$PYTHONPATH}"
 fi
 
 # The device tool stops a command at its limit and returns only what is under $OUT then: DEADLINE
@@ -375,9 +332,7 @@ done
 {
   echo "== sections"
   for name in "${selected[@]}"; do printf '   %-14s %s\n' "$name" "${status[$name]}"; done
-  grep -h -A 30 '^bf16 matmul' "$WORK/prefill_bench.log" 2>/dev/null | grep -v '^plot:'
   cat "$WORK/prefill_sweep.txt" 2>/dev/null
-  grep -h -A 9 '^timeline' "$WORK/timeline.txt" 2>/dev/null
   section_summary
 } | tee "$OUT/summary.txt"
 tar czf "$OUT/results.tgz" -C "$WORK" .

@@ -42,7 +42,14 @@ std::string shape_text(const std::vector<int64_t>& shape) {
 }
 
 FlagParser::FlagParser(std::string verb, std::string usage, std::string description)
-    : verb_(std::move(verb)), usage_(std::move(usage)), description_(std::move(description)) {}
+    : command_("mxattn " + verb), usage_(std::move(usage)), description_(std::move(description)) {}
+
+FlagParser FlagParser::for_program(std::string program, std::string usage,
+                                   std::string description) {
+  FlagParser parser("", std::move(usage), std::move(description));
+  parser.command_ = std::move(program);
+  return parser;
+}
 
 void FlagParser::add_flag(std::string name, std::string value_name, std::string help,
                           std::string default_text, bool takes_value, Setter set, bool required) {
@@ -136,7 +143,7 @@ FlagParser::Flag* FlagParser::find(std::string_view name) {
 }
 
 int FlagParser::usage_error(const std::string& message, std::ostream& err) const {
-  err << "mxattn " << verb_ << ": " << message << "\n";
+  err << command_ << ": " << message << "\n";
   return kExitUsage;
 }
 
@@ -160,8 +167,7 @@ std::optional<int> FlagParser::parse(int argc, char** argv, std::ostream& out, s
       }
       if (positional >= positionals_.size()) {
         return usage_error(
-            "unexpected argument '" + std::string(arg) + "' (see mxattn " + verb_ + " --help)",
-            err);
+            "unexpected argument '" + std::string(arg) + "' (see " + command_ + " --help)", err);
       }
       *positionals_[positional++].target = std::string(arg);
       continue;
@@ -175,8 +181,8 @@ std::optional<int> FlagParser::parse(int argc, char** argv, std::ostream& out, s
     }
     Flag* flag = find(name);
     if (!flag) {
-      return usage_error(
-          "unknown flag --" + std::string(name) + " (see mxattn " + verb_ + " --help)", err);
+      return usage_error("unknown flag --" + std::string(name) + " (see " + command_ + " --help)",
+                         err);
     }
     std::string_view value;
     if (equals != std::string_view::npos) {
@@ -195,18 +201,18 @@ std::optional<int> FlagParser::parse(int argc, char** argv, std::ostream& out, s
   }
   for (const Flag& flag : flags_) {
     if (flag.required && !flag.seen) {
-      return usage_error("--" + flag.name + " is required (see mxattn " + verb_ + " --help)", err);
+      return usage_error("--" + flag.name + " is required (see " + command_ + " --help)", err);
     }
   }
   if (positional < positionals_.size()) {
     return usage_error(
-        "missing " + positionals_[positional].name + " (see mxattn " + verb_ + " --help)", err);
+        "missing " + positionals_[positional].name + " (see " + command_ + " --help)", err);
   }
   return std::nullopt;
 }
 
 void FlagParser::print_help(std::ostream& out) const {
-  out << "usage: mxattn " << verb_ << " " << usage_ << "\n\n" << description_ << "\n";
+  out << "usage: " << command_ << " " << usage_ << "\n\n" << description_ << "\n";
   std::vector<std::pair<std::string, std::string>> rows;
   for (const Positional& p : positionals_) rows.emplace_back(p.name, p.help);
   for (const Flag& flag : flags_) {

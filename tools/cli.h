@@ -23,6 +23,8 @@ class FlagParser {
  public:
   // `usage` follows "mxattn VERB " in the help, e.g. "IN.npy --format F --out PREFIX [flags]".
   FlagParser(std::string verb, std::string usage, std::string description);
+  // A program of its own (a benchmark): `program` stands where "mxattn VERB" stands for a verb.
+  static FlagParser for_program(std::string program, std::string usage, std::string description);
 
   // Each flag writes into `target`, whose value at registration is the default shown by --help.
   void add_string(std::string name, std::string* target, std::string value_name, std::string help,
@@ -97,7 +99,7 @@ class FlagParser {
                 std::string default_text, bool takes_value, Setter set, bool required = false);
   Flag* find(std::string_view name);
 
-  std::string verb_;
+  std::string command_;  // "mxattn VERB", or a program's name
   std::string usage_;
   std::string description_;
   std::vector<Flag> flags_;

@@ -1,31 +1,33 @@
-// Decode benchmark of the CUDA engine: one decode step (Sq = 1, D = 128) per shape and KV storage
-// type, timed with CUDA events around CUDA-graph replays, beside a read-only bandwidth probe run
-// in the same process. Prints a table and writes JSON.
+// Decode benchmark of the CUDA engine: how long one decode step (Sq = 1, D = 128) takes per batch
+// shape and KV storage type, with the engine's own choices (tiles, split-KV), timed with CUDA
+// events around CUDA-graph replays, beside a read-only bandwidth probe run in the same process.
+// Prints a table and, with --json, writes JSON; bench/cuda/torch_sdpa_decode.py times the anchors
+// (cuDNN and FlashAttention-2 through PyTorch SDPA, FlashAttention-3 with bf16 and FP8 caches) on
+// the same shapes, and bench/cuda/plot_decode.py joins the two.
 //
 // Bytes counted: K and V once (codes and scales), the roofline of a decode step. Large shapes read
 // far more than the 60 MB L2, so each replay streams from HBM; the small shapes (1k and 8k keys)
 // are the latency cases and are reported as measured, L2 included.
 //
 // Usage: mxattn_decode_bench [--json PATH] [--quick] [--shapes A,B] [--kvs X,Y] [--repeat N]
-//                            [--dim D]
-//   --shapes / --kvs: only the engine's own rows of the shapes whose names contain one of the
-//   given strings, for the given KV types (a focused run, e.g. to compare two builds; no sweeps,
-//   no combine-only shape). --repeat N: run the chosen rows N times, in turn. --dim: head dims
-//   other than 128 (192: Dqk 192, Dv 128), a focused run whose shape names say so. --wide: the
-//   focused rows of MX caches on the general kernel (DecodeOptions::narrow_mx = false).
-//   --timeline CSV (a build with -DMXATTN_TIMELINE=ON): after timing each focused row, one more
-//   plain launch records every CTA's timestamps (record_timeline in bench_common.cuh).
+//                            [--dim D]      (--help lists them)
+//   --shapes / --kvs: only the shapes whose names contain one of the given strings, for the given
+//   KV types (a focused run, e.g. to compare two builds). --repeat N: the chosen rows N times, in
+//   turn. --dim: head dims other than 128 (192: Dqk 192, Dv 128; the shape names say so), which
+//   the anchors do not time.
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "bench_common.cuh"
+#include "bench_util.h"
+#include "cli.h"
 #include "mxattn/attention.h"
 #include "mxattn/cuda.h"
 
@@ -144,26 +146,30 @@ struct Shape {
 
 struct Result {
   std::string shape, kv;
-  int64_t tile_n = 0;
-  bool default_tile = true;     // tile_n is the engine's own choice (default_tile_n)
-  int64_t tiles_per_split = 0;  // the auto split's target; 0: the engine's default
-  int32_t splits_per_cta = 0;   // DecodeOptions::splits_per_cta; 0: the engine's choice
-  bool wide_mx = false;         // DecodeOptions::narrow_mx off: the general kernel for MX caches
+  int64_t tile_n = 0;  // the engine's key tile (DecodePlan::tile_n)
   double us = 0, kv_bytes = 0, gbps = 0;
   int64_t ctas = 0;
-  bool combines = false;
-  double combine_us = 0, combine_gbps = 0;
 };
-
-// The CSV file that --timeline appends to (nullptr: no timeline).
-const char* g_timeline_csv = nullptr;
 
 mxattn::TensorView view(void* data, mxattn::DType t, std::initializer_list<int64_t> shape) {
   return mxattn::make_view(data, t, shape);
 }
 
-Result run_shape(const Shape& s, mxattn::DType kv, int64_t tile_n, cudaStream_t stream, int reps,
-                 int64_t tiles_per_split = 0, int32_t splits_per_cta = 0, bool wide_mx = false) {
+// The shape's name, with the head dims where they are not 128.
+std::string shape_name(const Shape& s) {
+  std::string name = s.name;
+  if (s.dim_qk == 128 && s.dim_v == 128) return name;
+  // (appends: GCC 12's -Wrestrict misfires on a chain of std::string + here)
+  name += "_D";
+  name += std::to_string(s.dim_qk);
+  if (s.dim_v != s.dim_qk) {
+    name += 'x';
+    name += std::to_string(s.dim_v);
+  }
+  return name;
+}
+
+Result run_shape(const Shape& s, mxattn::DType kv, cudaStream_t stream, int reps) {
   using mxattn::DType;
   const int64_t dqk = s.dim_qk, dv = s.dim_v;
   const bool mx = mxattn::is_mx(kv);
@@ -199,107 +205,74 @@ Result run_shape(const Shape& s, mxattn::DType kv, int64_t tile_n, cudaStream_t 
     a.v_scales = view(vs.ptr, DType::e8m0, {s.batch, s.keys, s.heads_kv, dv / 32});
   }
   a.kv_len = view(kv_len.data(), DType::i32, {s.batch});
-  a.split.split_kv = 0;
-  a.split.tile_n = int32_t(tile_n);
-  a.split.auto_target = int32_t(tiles_per_split);
+  a.split.split_kv = 0;  // auto: the engine splits the keys to fill the GPU
 
   mxattn::cuda::DecodePlan plan;
-  check_status(mxattn::cuda::plan_decode(a, &plan,
-                                         {.splits_per_cta = splits_per_cta, .narrow_mx = !wide_mx}),
-               "plan_decode");
+  check_status(mxattn::cuda::plan_decode(a, &plan), "plan_decode");
   check_status(mxattn::cuda::run_decode(plan, a, stream), "run_decode");
   CHECK_CUDA(cudaStreamSynchronize(stream));
   const cudaGraphExec_t graph = capture(
       stream, [&] { check_status(mxattn::cuda::run_decode(plan, a, stream), "run_decode"); });
   const bool small = k_bytes + v_bytes < (int64_t(512) << 20);
   Result r;
-  r.shape = s.name;
-  if (dqk != 128 || dv != 128) {
-    char suffix[32];
-    if (dv != dqk) {
-      std::snprintf(suffix, sizeof suffix, "_D%lldx%lld", static_cast<long long>(dqk),
-                    static_cast<long long>(dv));
-    } else {
-      std::snprintf(suffix, sizeof suffix, "_D%lld", static_cast<long long>(dqk));
-    }
-    r.shape += suffix;
-  }
+  r.shape = shape_name(s);
   r.kv = std::string(mxattn::name_of(kv));
-  r.tile_n = tile_n > 0 ? tile_n : mxattn::cuda::default_tile_n(s.keys);
-  r.default_tile = tile_n == 0;
-  r.tiles_per_split = tiles_per_split;
-  r.splits_per_cta = splits_per_cta;
-  r.wide_mx = wide_mx;
+  r.tile_n = plan.tile_n();
   r.us = time_graph(graph, stream, reps, small ? 50 : 5);
   r.kv_bytes = double(k_bytes + v_bytes + k_scale_bytes + v_scale_bytes);
   r.gbps = r.kv_bytes / (r.us * 1e-6) / 1e9;
   r.ctas = plan.split_blocks();
-  r.combines = plan.combines();
   CHECK_CUDA(cudaGraphExecDestroy(graph));
-#ifdef MXATTN_TIMELINE
-  if (g_timeline_csv != nullptr) {
-    record_timeline(g_timeline_csv, r.shape + "," + r.kv, plan.split_blocks(), kDecodeMarks,
-                    [&] { check_status(mxattn::cuda::run_decode(plan, a, stream), "run_decode"); });
-  }
-#endif
-  if (plan.combines()) {
-    const cudaGraphExec_t combine = capture(
-        stream, [&] { check_status(mxattn::cuda::run_combine(plan, a, stream), "run_combine"); });
-    r.combine_us = time_graph(combine, stream, reps, 20);
-    // Its own bytes: every slot's partial O and L_s read (an upper bound: splits past a row's
-    // count are skipped), O written.
-    const double rows = double(s.batch * s.seq_q * s.heads_q);
-    const double slots = double(plan.partial_slots());
-    r.combine_gbps = rows * (slots * (dv * 4 + 4) + dv * 2) / (r.combine_us * 1e-6) / 1e9;
-    CHECK_CUDA(cudaGraphExecDestroy(combine));
-  }
   return r;
+}
+
+// Whether `name` is wanted: every name where `wanted` is empty, else one that contains (or, not
+// `substring`, equals) one of its items.
+bool chosen(const std::vector<std::string>& wanted, const std::string& name, bool substring) {
+  if (wanted.empty()) return true;
+  for (const std::string& w : wanted)
+    if (substring ? name.find(w) != std::string::npos : name == w) return true;
+  return false;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string json_path = "decode_bench.json";
+  constexpr const char* kProgram = "mxattn_decode_bench";
+  std::string json_path, shapes_text, kvs_text;
   bool quick = false;
-  std::vector<std::string> only_shapes, only_kvs;
-  int repeat = 1;
-  int dim = 128;
-  bool wide = false;
-  for (int n = 1; n < argc; ++n) {
-    if (std::strcmp(argv[n], "--json") == 0 && n + 1 < argc) {
-      json_path = argv[++n];
-    } else if (std::strcmp(argv[n], "--quick") == 0) {
-      quick = true;
-    } else if (std::strcmp(argv[n], "--shapes") == 0 && n + 1 < argc) {
-      only_shapes = split_list(argv[++n]);
-    } else if (std::strcmp(argv[n], "--kvs") == 0 && n + 1 < argc) {
-      only_kvs = split_list(argv[++n]);
-    } else if (std::strcmp(argv[n], "--repeat") == 0 && n + 1 < argc) {
-      repeat = std::max(1, std::atoi(argv[++n]));
-    } else if (std::strcmp(argv[n], "--wide") == 0) {
-      wide = true;
-    } else if (std::strcmp(argv[n], "--dim") == 0 && n + 1 < argc) {
-      dim = std::atoi(argv[++n]);
-    } else if (std::strcmp(argv[n], "--timeline") == 0 && n + 1 < argc) {
-      g_timeline_csv = argv[++n];
-    } else {
-      std::fprintf(stderr,
-                   "usage: %s [--json PATH] [--quick] [--shapes A,B] [--kvs X,Y] [--repeat N] "
-                   "[--dim 64|128|192|256] [--wide] [--timeline CSV]\n",
-                   argv[0]);
-      return 2;
+  int64_t repeat = 1, dim = 128;
+  mxattn::tools::FlagParser flags = mxattn::tools::FlagParser::for_program(
+      kProgram, "[flags]",
+      "One CUDA decode step per batch shape and KV storage type, timed over CUDA-graph replays\n"
+      "beside a read-only bandwidth probe.");
+  flags.add_string("json", &json_path, "FILE", "also write the results here as JSON");
+  flags.add_bool("quick", &quick, "5 timed batches of replays per row instead of 15");
+  flags.add_string("shapes", &shapes_text, "A,B",
+                   "only the shapes whose names contain one of these (default: all)");
+  flags.add_string("kvs", &kvs_text, "T,T",
+                   "only these KV types (default: bf16, f16 and every MX)");
+  flags.add_int("repeat", &repeat, "time the chosen rows this many times, in turn");
+  flags.add_int("dim", &dim, "head dim: 64, 128, 192 (Dqk 192, Dv 128) or 256");
+  if (std::optional<int> exit = flags.parse(argc, argv)) return *exit;
+  if (dim != 64 && dim != 128 && dim != 192 && dim != 256) {
+    return flags.usage_error("--dim must be 64, 128, 192 (Dqk 192, Dv 128) or 256");
+  }
+  if (repeat < 1) return flags.usage_error("--repeat must be at least 1");
+  std::vector<mxattn::DType> kvs = {mxattn::DType::bf16, mxattn::DType::f16,  mxattn::DType::e4m3,
+                                    mxattn::DType::e5m2, mxattn::DType::e2m3, mxattn::DType::e3m2,
+                                    mxattn::DType::e2m1};
+  const auto cache_type = [](mxattn::DType t) {
+    return t == mxattn::DType::bf16 || t == mxattn::DType::f16 || mxattn::is_mx(t);
+  };
+  if (!kvs_text.empty()) {
+    if (auto problem = mxattn::bench::parse_dtypes("kvs", kvs_text, cache_type,
+                                                   "bf16, f16 or an MX type", &kvs)) {
+      return flags.usage_error(*problem);
     }
   }
-  if (dim != 64 && dim != 128 && dim != 192 && dim != 256) {
-    std::fprintf(stderr, "--dim: 64, 128, 192 (Dqk 192, Dv 128) or 256\n");
-    return 2;
-  }
-  if (!timeline_available(g_timeline_csv)) return 2;
-  if (g_timeline_csv != nullptr && only_shapes.empty() && only_kvs.empty()) {
-    std::fprintf(stderr, "--timeline: only with focused rows (--shapes / --kvs)\n");
-    return 2;
-  }
-  const bool focused = !only_shapes.empty() || !only_kvs.empty() || dim != 128 || wide;
+  const std::vector<std::string> only_shapes = mxattn::bench::split_list(shapes_text);
+  if (!json_path.empty() && !mxattn::bench::json_writable(kProgram, json_path)) return 1;
   const int reps = quick ? 5 : 15;
   cudaStream_t stream;
   CHECK_CUDA(cudaStreamCreate(&stream));
@@ -316,106 +289,32 @@ int main(int argc, char** argv) {
     s.dim_qk = dim;
     s.dim_v = dim == 192 ? 128 : dim;
   }
-  const mxattn::DType kvs[] = {mxattn::DType::bf16, mxattn::DType::f16,  mxattn::DType::e4m3,
-                               mxattn::DType::e5m2, mxattn::DType::e2m3, mxattn::DType::e3m2,
-                               mxattn::DType::e2m1};
   std::vector<Result> results;
-  if (focused) {
-    const auto chosen = [](const std::vector<std::string>& wanted, const std::string& name,
-                           bool substring) {
-      if (wanted.empty()) return true;
-      for (const std::string& w : wanted)
-        if (substring ? name.find(w) != std::string::npos : name == w) return true;
-      return false;
-    };
-    for (int r = 0; r < repeat; ++r)
-      for (const Shape& s : shapes)
-        for (mxattn::DType kv : kvs)
-          if (chosen(only_shapes, s.name, true) &&
-              chosen(only_kvs, std::string(mxattn::name_of(kv)), false))
-            results.push_back(run_shape(s, kv, 0, stream, reps, 0, 0, wide));
-  }
-  for (const Shape& s : shapes) {
-    if (focused) break;
-    for (mxattn::DType kv : kvs) results.push_back(run_shape(s, kv, 0, stream, reps));
-    // The general MX kernel beside the narrow one the engine picks here (same partition).
-    for (mxattn::DType kv :
-         {mxattn::DType::e4m3, mxattn::DType::e5m2, mxattn::DType::e2m3, mxattn::DType::e2m1})
-      results.push_back(run_shape(s, kv, 0, stream, reps, 0, 0, true));
-    // The large shapes: bf16 with CTAs computing 1, 2 or 4 splits each beside the engine's choice
-    // (same partition, same result bits), and bf16 and MXFP8 with longer splits (32 key tiles, a
-    // different partition) for comparison: what each split's fixed costs take.
-    if (s.batch * s.heads_kv * s.keys <= 262144) {
-      // The small graphs are latency-bound: every other key tile (so split length and CTA
-      // count) beside the engine's choice, bf16 and MXFP8, and half the default split length.
-      for (mxattn::DType kv : {mxattn::DType::bf16, mxattn::DType::e4m3}) {
-        for (int64_t tile_n : {16, 32, 64, 128}) {
-          if (tile_n != mxattn::cuda::default_tile_n(s.keys))
-            results.push_back(run_shape(s, kv, tile_n, stream, reps));
-        }
-        results.push_back(run_shape(s, kv, 0, stream, reps, 4));
-      }
-      continue;
-    }
-    for (int32_t per_cta : {1, 2, 4}) {
-      results.push_back(run_shape(s, mxattn::DType::bf16, 0, stream, reps, 0, per_cta));
-    }
-    for (mxattn::DType kv : {mxattn::DType::bf16, mxattn::DType::e4m3}) {
-      results.push_back(run_shape(s, kv, 0, stream, reps, 32));
-    }
-  }
-
-  // The combine kernel on bytes of its own large enough that its launch does not set its time
-  // (the decode shapes give it 0.5-4 MB): 16 query rows a sequence (speculative decoding), 64
-  // sequences of 32k keys, 32 splits of every row, 0.54 GB of f32 partials.
-  if (!focused)
-    results.push_back(run_shape({"B64_H32_K8_Sq16_S32k_combine", 64, 32, 8, 32768, 16},
-                                mxattn::DType::bf16, 0, stream, reps));
+  for (int64_t r = 0; r < repeat; ++r)
+    for (const Shape& s : shapes)
+      for (mxattn::DType kv : kvs)
+        if (chosen(only_shapes, s.name, true)) results.push_back(run_shape(s, kv, stream, reps));
 
   std::printf("device: %s, %d SMs; read-only probe over 2 GiB: %.0f GB/s\n", prop.name,
               prop.multiProcessorCount, probe);
-  std::printf("%-22s %-10s %7s %6s %6s %10s %9s %7s %7s %11s %9s\n", "shape", "kv", "tile_n",
-              "t/spl", "s/cta", "time_us", "GB/s", "%probe", "CTAs", "combine_us", "comb_GB/s");
+  std::printf("%-22s %-6s %7s %10s %9s %7s %7s\n", "shape", "kv", "tile_n", "time_us", "GB/s",
+              "%probe", "CTAs");
+  mxattn::bench::Json rows = mxattn::bench::Json::array();
   for (const Result& r : results) {
-    char target[24] = "auto", per_cta[24] = "auto";
-    if (r.tiles_per_split > 0) {
-      std::snprintf(target, sizeof target, "%lld", static_cast<long long>(r.tiles_per_split));
-    }
-    if (r.splits_per_cta > 0) std::snprintf(per_cta, sizeof per_cta, "%d", r.splits_per_cta);
-    const std::string kv = r.kv + (r.wide_mx ? " wide" : "");
-    std::printf("%-22s %-10s %6lld%s %6s %6s %10.2f %9.0f %6.1f%% %7lld %11.2f %9.0f\n",
-                r.shape.c_str(), kv.c_str(), static_cast<long long>(r.tile_n),
-                r.default_tile ? "*" : " ", target, per_cta, r.us, r.gbps, 100.0 * r.gbps / probe,
-                static_cast<long long>(r.ctas), r.combine_us, r.combine_gbps);
+    std::printf("%-22s %-6s %7lld %10.2f %9.0f %6.1f%% %7lld\n", r.shape.c_str(), r.kv.c_str(),
+                static_cast<long long>(r.tile_n), r.us, r.gbps, 100.0 * r.gbps / probe,
+                static_cast<long long>(r.ctas));
+    rows.push_back({{"shape", r.shape},
+                    {"kv", r.kv},
+                    {"tile_n", r.tile_n},
+                    {"us", r.us},
+                    {"kv_bytes", r.kv_bytes},
+                    {"gbps", r.gbps},
+                    {"percent_of_probe", 100.0 * r.gbps / probe},
+                    {"ctas", r.ctas}});
   }
-  std::printf(
-      "(* the engine's own tile_n, mxattn::cuda::default_tile_n; t/spl: key tiles per split of "
-      "the auto split; s/cta: splits a CTA computes; auto: the engine's choice; wide: the general "
-      "MX kernel where the engine picks the narrow one)\n");
-
-  FILE* f = std::fopen(json_path.c_str(), "w");
-  if (f == nullptr) {
-    std::fprintf(stderr, "cannot write %s\n", json_path.c_str());
-    return 1;
-  }
-  std::fprintf(f, "{\n  \"device\": \"%s\",\n  \"probe_gbps\": %.1f,\n  \"results\": [\n",
-               prop.name, probe);
-  for (size_t n = 0; n < results.size(); ++n) {
-    const Result& r = results[n];
-    std::fprintf(
-        f,
-        "    {\"shape\": \"%s\", \"kv\": \"%s\", \"tile_n\": %lld, \"default_tile\": %s, "
-        "\"tiles_per_split\": %lld, \"splits_per_cta\": %d, \"wide_mx\": %s, \"us\": %.3f, "
-        "\"kv_bytes\": %.0f, \"gbps\": %.1f, \"ctas\": %lld, \"combines\": %s, "
-        "\"combine_us\": %.3f, \"combine_gbps\": %.1f}%s\n",
-        r.shape.c_str(), r.kv.c_str(), static_cast<long long>(r.tile_n),
-        r.default_tile ? "true" : "false", static_cast<long long>(r.tiles_per_split),
-        r.splits_per_cta, r.wide_mx ? "true" : "false", r.us, r.kv_bytes, r.gbps,
-        static_cast<long long>(r.ctas), r.combines ? "true" : "false", r.combine_us, r.combine_gbps,
-        n + 1 < results.size() ? "," : "");
-  }
-  std::fprintf(f, "  ]\n}\n");
-  std::fclose(f);
   CHECK_CUDA(cudaStreamDestroy(stream));
-  return 0;
+  if (json_path.empty()) return 0;
+  const mxattn::bench::Json j = {{"device", prop.name}, {"probe_gbps", probe}, {"results", rows}};
+  return mxattn::bench::write_json(kProgram, json_path, j) ? 0 : 1;
 }

@@ -3,14 +3,19 @@
 // the wire, its bus bandwidth (nccl-tests' definition) and its share of the total time beside the
 // local attention. Run as `mpirun -np P mxattn_bench_dist` (MPI), or with --backend nccl (one GPU
 // per rank; under mpirun, or one rank alone). Rank 0 prints a table and, with --json, writes it.
+// Everything goes through the public API (include/mxattn/dist.h): the three steps of
+// sharded_attention, timed one by one.
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
-#include <fstream>
+#include <cstdlib>
 #include <memory>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
+#include "bench_util.h"
 #include "cli.h"
 #include "dist/agreement.h"
 #include "dist/report.h"
@@ -21,6 +26,7 @@
 namespace {
 
 using namespace mxattn;
+using bench::Json;
 
 struct Payload {
   const char* name;
@@ -133,39 +139,38 @@ void print_row(const Row& r) {
               (r.forward.share + r.reverse.share) * 100);
 }
 
-void write_json(const std::string& path, const dist::Communicator& comm, const Options& o,
-                const std::vector<Row>& rows) {
-  std::ofstream js(path);
-  js << "{\n  \"ranks\": " << comm.size() << ",\n  \"backend\": \""
-     << (o.backend == dist::Backend::mpi ? "mpi" : "nccl") << "\",\n  \"heads_q\": " << o.heads_q
-     << ",\n  \"heads_kv\": " << o.heads_kv << ",\n  \"head_dim\": " << o.dim
-     << ",\n  \"runs\": [\n";
-  for (size_t i = 0; i < rows.size(); ++i) {
-    const Row& r = rows[i];
-    js << "    {\"payload\": \"" << r.payload << "\", \"engine\": \"" << engine_name(r.engine)
-       << "\", \"seq\": " << r.seq << ", \"forward_bytes\": " << r.forward.bytes
-       << ", \"forward_wire_ms\": " << r.forward.wire_seconds * 1e3
-       << ", \"forward_bus_gbps\": " << r.forward.bus_bytes_per_second * 1e-9
-       << ", \"forward_ms\": " << r.forward.seconds * 1e3
-       << ", \"reverse_bytes\": " << r.reverse.bytes
-       << ", \"reverse_wire_ms\": " << r.reverse.wire_seconds * 1e3
-       << ", \"reverse_bus_gbps\": " << r.reverse.bus_bytes_per_second * 1e-9
-       << ", \"reverse_ms\": " << r.reverse.seconds * 1e3
-       << ", \"attention_ms\": " << r.attention_seconds * 1e3
-       << ", \"total_ms\": " << r.total_seconds * 1e3
-       << ", \"comm_share\": " << r.forward.share + r.reverse.share << "}"
-       << (i + 1 < rows.size() ? ",\n" : "\n");
+Json to_json(const dist::Communicator& comm, const Options& o, const std::vector<Row>& rows) {
+  Json runs = Json::array();
+  for (const Row& r : rows) {
+    runs.push_back({{"payload", r.payload},
+                    {"engine", engine_name(r.engine)},
+                    {"seq", r.seq},
+                    {"forward_bytes", r.forward.bytes},
+                    {"forward_wire_ms", r.forward.wire_seconds * 1e3},
+                    {"forward_bus_gbps", r.forward.bus_bytes_per_second * 1e-9},
+                    {"forward_ms", r.forward.seconds * 1e3},
+                    {"reverse_bytes", r.reverse.bytes},
+                    {"reverse_wire_ms", r.reverse.wire_seconds * 1e3},
+                    {"reverse_bus_gbps", r.reverse.bus_bytes_per_second * 1e-9},
+                    {"reverse_ms", r.reverse.seconds * 1e3},
+                    {"attention_ms", r.attention_seconds * 1e3},
+                    {"total_ms", r.total_seconds * 1e3},
+                    {"comm_share", r.forward.share + r.reverse.share}});
   }
-  js << "  ]\n}\n";
+  return {{"ranks", comm.size()}, {"backend", o.backend == dist::Backend::mpi ? "mpi" : "nccl"},
+          {"heads_q", o.heads_q}, {"heads_kv", o.heads_kv},
+          {"head_dim", o.dim},    {"runs", runs}};
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   using mxattn::tools::FlagParser;
+  constexpr const char* kProgram = "mxattn_bench_dist";
   Options o;
-  FlagParser flags("bench-dist", "[flags]    (as: mpirun -np P mxattn_bench_dist [flags])",
-                   "Times the all-to-alls of sequence-parallel attention beside the attention.");
+  FlagParser flags = FlagParser::for_program(
+      "mxattn_bench_dist", "[flags]    (under mpirun -np P)",
+      "Times the all-to-alls of sequence-parallel attention beside the attention.");
   flags.add_choice("backend", &o.backend,
                    {{"mpi", dist::Backend::mpi}, {"nccl", dist::Backend::nccl}}, "communicator");
   flags.add_int_list("seq-per-rank", &o.seq_per_rank, "sequence rows per rank, one run each");
@@ -187,10 +192,13 @@ int main(int argc, char** argv) {
 
   std::unique_ptr<dist::Communicator> comm;
   if (Status st = make_communicator(o.backend, &comm); !st) {
-    std::fprintf(stderr, "mxattn_bench_dist: %s\n", st.message().c_str());
+    std::fprintf(stderr, "%s: %s\n", kProgram, st.message().c_str());
     return 1;
   }
   const bool lead = comm->rank() == 0;
+  // A --json path that cannot be written ends every rank before the run (rank 0 says why).
+  const bool writable = !lead || o.json.empty() || bench::json_writable(kProgram, o.json);
+  if (!dist::agree_on(*comm, writable ? Status::ok() : Status::invalid("--json"))) return 1;
   if (lead) {
     std::printf("%d ranks over %s (%s memory), Hq=%lld Hkv=%lld D=%lld, causal, O bf16 with LSE\n",
                 comm->size(), o.backend == dist::Backend::mpi ? "MPI" : "NCCL",
@@ -206,13 +214,15 @@ int main(int argc, char** argv) {
     for (const Payload& payload : kPayloads) {
       Row row;
       if (Status st = measure(*comm, o, payload, seq, &row); !st) {
-        if (lead) std::fprintf(stderr, "mxattn_bench_dist: %s\n", st.message().c_str());
+        if (lead) std::fprintf(stderr, "%s: %s\n", kProgram, st.message().c_str());
         return 1;
       }
       if (lead) print_row(row);
       rows.push_back(row);
     }
   }
-  if (lead && !o.json.empty()) write_json(o.json, *comm, o, rows);
+  if (lead && !o.json.empty() && !bench::write_json(kProgram, o.json, to_json(*comm, o, rows))) {
+    return 1;
+  }
   return 0;
 }
