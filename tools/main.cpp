@@ -4,6 +4,7 @@
 #include <string_view>
 
 #include "cli.h"
+#include "mxattn/build_info.h"
 #include "verbs.h"
 
 namespace {
@@ -34,6 +35,22 @@ void print_help(std::ostream& out) {
   out << "\n  --help     print this help\n  --version  print the version\n";
 }
 
+// The version and what this build holds (mxattn::build_info).
+void print_version(std::ostream& out) {
+  const mxattn::BuildInfo info = mxattn::build_info();
+  out << "mxattn " << info.version << "\n  CPU kernel sets: ";
+  for (size_t i = 0; i < info.cpu_kernel_sets.size(); ++i) {
+    out << (i ? ", " : "") << info.cpu_kernel_sets[i];
+  }
+  out << " (runs " << info.cpu_kernel_set << ")\n  CUDA engines: ";
+  if (info.cuda) {
+    out << "decode" << (info.cuda_prefill ? ", prefill" : "") << " (CUDA architectures "
+        << info.cuda_architectures << ")\n";
+  } else {
+    out << "not built\n";
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -47,7 +64,7 @@ int main(int argc, char** argv) {
     return mxattn::tools::kExitOk;
   }
   if (first == "--version") {
-    std::cout << "mxattn " << MXATTN_VERSION << "\n";
+    print_version(std::cout);
     return mxattn::tools::kExitOk;
   }
   for (const Verb& verb : kVerbs) {

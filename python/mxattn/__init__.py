@@ -1,5 +1,5 @@
 """mxattn: exact multi-head attention forward (split-KV flash decoding, OCP MX inputs,
-block-sparse, GQA, paged KV) on CPU engines and H200 kernels, over any DLPack tensor.
+block-sparse, GQA, paged KV) on CPU engines and Hopper kernels, over any DLPack tensor.
 
 Tensors from NumPy, PyTorch, CuPy or JAX are read in place (no copies), on the host or a GPU;
 results come back in the caller's framework. Invalid arguments raise ValueError with the
@@ -11,9 +11,17 @@ from ._mx import dequantize, quantize
 from . import _mxattn
 
 __all__ = ["attention", "combine", "plan", "DecodePlan", "SparseLayout", "quantize",
-           "dequantize", "cuda_available", "__version__"]
+           "dequantize", "cuda_available", "build_info", "__version__"]
 
-__version__ = "0.1.0"
+
+def build_info() -> dict:
+    """What this build holds: version, cuda (the CUDA engines), cuda_prefill, cuda_architectures,
+    cpu_kernel_sets (the fast CPU engine's sets this CPU runs) and cpu_kernel_set (the one it
+    uses)."""
+    return _mxattn.build_info()
+
+
+__version__ = build_info()["version"]
 
 
 def cuda_available() -> bool:

@@ -11,6 +11,7 @@
 #include "core/plan.h"
 #include "core/problem.h"
 #include "decode_step.h"
+#include "mxattn/build_info.h"
 #include "mxattn/combine.h"
 
 namespace mxattn::python {
@@ -221,6 +222,19 @@ void bind_attention(nb::module_& m) {
       .def_prop_ro("device_id", &DecodeStep::device_id);
 
   m.def("cuda_engine_built", &cuda_engine_built);
+  m.def("build_info", [] {
+    const BuildInfo info = mxattn::build_info();
+    nb::dict d;
+    d["version"] = info.version;
+    d["cuda"] = info.cuda;
+    d["cuda_prefill"] = info.cuda_prefill;
+    d["cuda_architectures"] = info.cuda_architectures;
+    nb::list sets;
+    for (const std::string& s : info.cpu_kernel_sets) sets.append(s);
+    d["cpu_kernel_sets"] = sets;
+    d["cpu_kernel_set"] = info.cpu_kernel_set;
+    return d;
+  });
   m.def("output_shapes", &output_shapes, nb::arg("call"), nb::arg("engine"), nb::arg("partials"));
   m.def("run", &run, nb::arg("call"), nb::arg("engine"), nb::arg("threads"), nb::arg("stream"));
   m.def("split_plan", &split_plan, nb::arg("call"), nb::arg("engine"));

@@ -13,6 +13,7 @@
 #include "base/float16.h"
 #include "mx_files.h"
 #include "npy.h"
+#include "mxattn/build_info.h"
 #include "test_files.h"
 
 namespace mxattn::tools {
@@ -58,8 +59,15 @@ TEST(CliRun, HelpAndVersion) {
   }
   const CommandResult version = run_cli(dir, "--version");
   EXPECT_EQ(version.exit_code, 0);
-  EXPECT_TRUE(version.out.starts_with("mxattn ")) << version.out;
-  EXPECT_TRUE(is_one_line(version.out));
+  // The version, then what this build holds (mxattn::build_info).
+  EXPECT_TRUE(version.out.starts_with("mxattn " + mxattn::build_info().version + "\n"))
+      << version.out;
+  EXPECT_NE(version.out.find("CPU kernel sets: portable"), std::string::npos) << version.out;
+#if MXATTN_WITH_CUDA
+  EXPECT_NE(version.out.find("CUDA engines: decode"), std::string::npos) << version.out;
+#else
+  EXPECT_NE(version.out.find("CUDA engines: not built"), std::string::npos) << version.out;
+#endif
 }
 
 TEST(CliRun, BadArgumentsExitTwoWithOneLine) {
