@@ -1,8 +1,8 @@
-// Accuracy of MX attention (SPEC 9): the output of attention on quantized Q/K/V against the f64
+// Accuracy of MX attention (spec §9): the output of attention on quantized Q/K/V against the f64
 // reference on the unquantized inputs, for every MX element format, without and with the producer
-// transforms of SPEC 5 (Hadamard rotation of Q and K, K smoothing), beside bf16 and beside FP8 E4M3
-// with one scale per tensor (the FlashAttention-3 / cuDNN FP8 recipe), on Gaussian inputs and on
-// keys with a few large-magnitude channels. Everything goes through the public API, as a user's
+// transforms of spec §5 (Hadamard rotation of Q and K, K smoothing), beside bf16 and beside FP8
+// E4M3 with one scale per tensor (the FlashAttention-3 / cuDNN FP8 recipe), on Gaussian inputs and
+// on keys with a few large-magnitude channels. Everything goes through the public API, as a user's
 // code would. Prints a table and, with --json FILE, writes the same numbers as JSON.
 //
 //   mxattn_mx_accuracy [--batch N] [--heads N] [--seq N] [--dim N] [--outlier X]
@@ -42,7 +42,7 @@ struct Options {
   std::string json_path;
 };
 
-// Error of O against the truth (SPEC 9): max abs error, relative L2 error, cosine similarity.
+// Error of O against the truth (spec §9): max abs error, relative L2 error, cosine similarity.
 struct ErrorMetrics {
   double max_abs = 0;
   double rel_l2 = 0;
@@ -73,7 +73,7 @@ constexpr Format kFormats[] = {
     {"MXFP4 E2M1", Storage::mx, DType::e2m1},
 };
 
-// Producer-side transforms of SPEC 5; neither changes the exact output.
+// Producer-side transforms of spec §5; neither changes the exact output.
 struct Transform {
   const char* name;
   bool rotate;

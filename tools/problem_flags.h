@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "cli.h"
 #include "base/host_tensor.h"
+#include "cli.h"
 #include "workload/workload.h"
 
 namespace mxattn::tools {

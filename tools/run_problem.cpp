@@ -8,11 +8,11 @@
 #include <memory>
 #include <vector>
 
+#include "api/engines.h"
 #include "base/host_tensor.h"
 #include "core/metrics.h"
 #include "core/plan.h"
 #include "core/problem.h"
-#include "api/engines.h"
 #include "progress.h"
 #include "runner.h"
 

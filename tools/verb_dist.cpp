@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "cli.h"
 #include "base/host_tensor.h"
+#include "cli.h"
 #include "dist/agreement.h"
 #include "dist/layout.h"
 #include "dist/report.h"

@@ -1,4 +1,4 @@
-// The all-to-alls of sequence-parallel attention (SPEC 8), measured: per payload (bf16, MX stored,
+// The all-to-alls of sequence-parallel attention (spec §8), measured: per payload (bf16, MX stored,
 // bf16 quantized before sending) and sequence length, the bytes each all-to-all moved, its time on
 // the wire, its bus bandwidth (nccl-tests' definition) and its share of the total time beside the
 // local attention. Run as `mpirun -np P mxattn_bench_dist` (MPI), or with --backend nccl (one GPU

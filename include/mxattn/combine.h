@@ -1,4 +1,4 @@
-// SPEC 3's NaN-safe f32 combine of split-KV partials, as a function of its own.
+// spec §3's NaN-safe f32 combine of split-KV partials, as a function of its own.
 #pragma once
 
 #include "mxattn/attention.h"

@@ -4,7 +4,7 @@
 // A plan is built once on the host from an AttentionArgs whose metadata views (kv_len,
 // prefix_offset, block_table) point to host memory; Q, K, V, O, LSE, the scales and the optional
 // partial outputs may already point to device memory, since planning never reads them. The plan
-// validates the problem (SPEC 7), copies the metadata and the tile schedule into a device
+// validates the problem (spec §7), copies the metadata and the tile schedule into a device
 // workspace and allocates the f32 partial buffers. `run_decode` then only launches kernels: no
 // allocation and no host synchronization, so a decode step can be captured in a CUDA graph and
 // replayed, with new contents in the same buffers. The workspace (partials, and the per-tile
@@ -37,13 +37,13 @@ struct DecodeOptions {
   // split into the next: at most this many, the largest divisor of the tile's split count, so that
   // a tile's CTAs are of equal length (0: the engine's choice, up to 4 while the grid keeps nearly
   // two full waves of CTAs; 1: one split a CTA). The 16-bit caches' kernels only: MX kernels
-  // always compute one split a CTA (docs/perf.md, 2026-12-03 late).
+  // always compute one split a CTA.
   int32_t splits_per_cta = 0;
   // MX caches with V scales along the head dim, where a CTA's packed rows (query rows
   // of its tile times the GQA group) number at most 8: the narrow kernel, whose products are
-  // transposed so that keys fill the tensor cores' 16-row side (docs/perf.md, 2026-12-04 session
-  // 12). false: the general kernel, for comparisons. No other choice changes a kernel's results'
-  // tolerance, but the two kernels round P differently (f16 against bf16), so their bits differ.
+  // transposed so that keys fill the tensor cores' 16-row side. false: the general kernel, for
+  // comparisons. No other choice changes a kernel's results' tolerance, but the two kernels round P
+  // differently (f16 against bf16), so their bits differ.
   bool narrow_mx = true;
 };
 
@@ -90,6 +90,5 @@ Status run_decode(const DecodePlan& plan, const AttentionArgs& device_args, void
 // Runs only the combine step over the partials the previous run_decode of this plan wrote (for the
 // benchmark of the combine kernel on its own bytes). A no-op when the plan does not combine.
 Status run_combine(const DecodePlan& plan, const AttentionArgs& device_args, void* stream);
-
 
 }  // namespace mxattn::cuda

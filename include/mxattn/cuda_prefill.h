@@ -1,13 +1,13 @@
 // The H200 prefill engine: exact attention forward for long query sequences on the tensor cores
-// (warp-specialized TMA loads and wgmma, sm_90a), with SPEC 2's masks, GQA, split-KV and LSE, and
+// (warp-specialized TMA loads and wgmma, sm_90a), with spec §2's masks, GQA, split-KV and LSE, and
 // plan/run separation.
 //
 // A plan is built once on the host from an AttentionArgs whose metadata views (kv_len,
 // prefix_offset) point to host memory; Q, K, V, O, LSE and the optional partial outputs may already
-// point to device memory, since planning never reads them. The plan validates the problem (SPEC 7),
-// copies the metadata and the tile schedule into a device workspace and allocates the f32 partial
-// buffers when split-KV needs them. `run_prefill` then only launches kernels: no allocation and no
-// host synchronization, so a run can be captured in a CUDA graph.
+// point to device memory, since planning never reads them. The plan validates the problem (spec
+// §7), copies the metadata and the tile schedule into a device workspace and allocates the f32
+// partial buffers when split-KV needs them. `run_prefill` then only launches kernels: no allocation
+// and no host synchronization, so a run can be captured in a CUDA graph.
 //
 // What the engine supports (anything else is refused by plan_prefill with ErrorCode::unsupported):
 // Q, K and V of one plain type, bf16 or f16, or MX types (every format, both V scale axes) with
@@ -30,7 +30,7 @@
 
 namespace mxattn::cuda {
 
-// The engine's query and key tile for head dims (dim_qk, dim_v): SPEC 3's tile_m and tile_n of
+// The engine's query and key tile for head dims (dim_qk, dim_v): spec §3's tile_m and tile_n of
 // its split partition. {0, 0} for head dims it has no kernel for.
 struct PrefillTiles {
   int64_t tile_m = 0;

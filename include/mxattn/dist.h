@@ -1,4 +1,4 @@
-// Sequence-parallel attention (SPEC 8): Ulysses all-to-all over MPI (CPU ranks) or NCCL (one GPU
+// Sequence-parallel attention (spec §8): Ulysses all-to-all over MPI (CPU ranks) or NCCL (one GPU
 // per rank), with any storage type on the wire, MX data and its logical-size scales included.
 //
 // Each of P ranks holds a contiguous shard of the sequence for all heads. The forward all-to-all

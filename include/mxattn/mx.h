@@ -1,4 +1,4 @@
-// OCP Microscaling (MX v1.0) quantization of whole tensors (SPEC 5).
+// OCP Microscaling (MX v1.0) quantization of whole tensors (spec §5).
 #pragma once
 
 #include <cstdint>
@@ -16,15 +16,16 @@ enum class ScaleMode : uint8_t {
   rceil,  // ceil(log2(amax / max_elem)): nothing saturates
 };
 
-// Quantizes `src` (f32, f16 or bf16) into `data` (an MX element type, same shape as src) and `scales`
-// (E8M0, src's shape with `axis` replaced by its block count ceil(n / 32)), in blocks of 32 along
-// `axis`. `data` and `scales` may be longer along `axis` than needed: the padding is zero-filled.
-// Packed types (FP6, FP4) need `axis` or the last axis to be contiguous in `data`.
+// Quantizes `src` (f32, f16 or bf16) into `data` (an MX element type, same shape as src) and
+// `scales` (E8M0, src's shape with `axis` replaced by its block count ceil(n / 32)), in blocks of
+// 32 along `axis`. `data` and `scales` may be longer along `axis` than needed: the padding is
+// zero-filled. Packed types (FP6, FP4) need `axis` or the last axis to be contiguous in `data`.
 Status quantize(const TensorView& src, const TensorView& data, const TensorView& scales, int axis,
                 ScaleMode mode);
 
 // Exact inverse of the codes: dst (f32, f16 or bf16; src's logical shape) = code * 2^(scale - 127).
-Status dequantize(const TensorView& data, const TensorView& scales, int axis, const TensorView& dst);
+Status dequantize(const TensorView& data, const TensorView& scales, int axis,
+                  const TensorView& dst);
 
 // Normalized Walsh-Hadamard transform along the last axis of an f32 tensor, in place (the last
 // dimension a power of two). Applied to both Q and K it leaves Q K^T unchanged.

@@ -9,7 +9,7 @@ from . import _mxattn
 
 
 class SparseLayout(NamedTuple):
-    """Block-sparse layout in BSR form over query blocks (SPEC 6): row_ptr int32
+    """Block-sparse layout in BSR form over query blocks (spec §6): row_ptr int32
     [Bx, Hx, ceil(Sq / block_q) + 1] and col_idx int32 [Bx, Hx, nnz_max], Bx in {1, B} and Hx in
     {1, Hq} (1 broadcasts); key blocks listed per query block, sorted."""
 
@@ -155,7 +155,7 @@ def attention(q, k, v, *, causal=None, prefix_offset=None, kv_len=None, window=N
               out_dtype=None, q_scales=None, k_scales=None, v_scales=None, formats=None,
               v_scale_axis="head_dim", k_mean=None, tile_m=0, tile_n=0, early_exit=False,
               return_partials=False, engine="auto", threads=0, stream=None):
-    """Exact attention forward, O = softmax(scale * Q K^T + mask) V (mxattn's SPEC).
+    """Exact attention forward, O = softmax(scale * Q K^T + mask) V (mxattn's spec (docs/spec.md)).
 
     q [B, Sq, Hq, Dqk], k [B, Sk, Hkv, Dqk], v [B, Sk, Hkv, Dv] (BSHD, any strides), from any
     DLPack framework (NumPy, PyTorch, CuPy, JAX), on the host or one GPU, read in place. f32, f16
@@ -191,7 +191,7 @@ def attention(q, k, v, *, causal=None, prefix_offset=None, kv_len=None, window=N
 def plan(q, k, v, *, causal=None, prefix_offset=None, kv_len=None, window=None, split_kv=1,
          sparse=None, block_table=None, q_scales=None, k_scales=None, v_scales=None,
          formats=None, v_scale_axis="head_dim", tile_m=0, tile_n=0, engine="auto"):
-    """The split-KV partition (SPEC 3) that `attention` with the same arguments runs on `engine`,
+    """The split-KV partition (spec §3) that `attention` with the same arguments runs on `engine`,
     as `mxattn plan` prints it: a dict with the engine that runs it ("cpu-fast", "cpu-reference",
     "cuda-decode" or "cuda-prefill"), the resolved tile_m, tile_n, split_kv and
     partial_slots, and under "tiles" one dict per query tile: b, h (None: every head shares it),
@@ -253,7 +253,7 @@ class DecodePlan:
 
 
 def combine(partials, lses, counts, *, out=None, out_dtype=None, return_lse=False, threads=0):
-    """SPEC 3's NaN-safe merge of split partials on the host: partials [S, B, Sq, Hq, Dv] (f32,
+    """spec §3's NaN-safe merge of split partials on the host: partials [S, B, Sq, Hq, Dv] (f32,
     f16 or bf16), lses f32 [S, B, Hq, Sq] (natural log), counts int32 [B, Hq, Sq] (splits to read
     per row; splits at or past a row's count are never read). Returns O [B, Sq, Hq, Dv] (and LSE
     [B, Hq, Sq] with return_lse) in the framework of `partials`."""

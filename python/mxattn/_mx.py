@@ -1,4 +1,4 @@
-"""OCP MX quantization of whole tensors on the host (SPEC 5), and its exact inverse."""
+"""OCP MX quantization of whole tensors on the host (spec §5), and its exact inverse."""
 
 from __future__ import annotations
 

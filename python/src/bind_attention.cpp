@@ -5,9 +5,9 @@
 #include <cstdint>
 #include <string>
 
+#include "api/engines.h"
 #include "bindings.h"
 #include "call_args.h"
-#include "api/engines.h"
 #include "core/plan.h"
 #include "core/problem.h"
 #include "decode_step.h"

@@ -1,4 +1,4 @@
-"""An independent NumPy model of mxattn's SPEC for the tests: f64 attention with every mask, and
+"""An independent NumPy model of mxattn's spec (docs/spec.md) for the tests: f64 attention with every mask, and
 MX decoding through ml_dtypes (not through mxattn's codecs)."""
 
 from __future__ import annotations

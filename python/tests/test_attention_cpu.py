@@ -1,5 +1,5 @@
 """mxattn.attention on the CPU engines, from NumPy (and PyTorch where installed), against the
-NumPy model of the SPEC and against the C++ f64 reference engine."""
+NumPy model of the spec and against the C++ f64 reference engine."""
 
 import numpy as np
 import pytest

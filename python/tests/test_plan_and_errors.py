@@ -1,4 +1,4 @@
-"""mxattn.plan (the split partition, SPEC 3) and how bad arguments fail."""
+"""mxattn.plan (the split partition, spec §3) and how bad arguments fail."""
 
 import numpy as np
 import pytest
@@ -11,7 +11,7 @@ def zeros(*shape, dtype=np.float32):
 
 
 def test_plan_pins_rocmlir_prefix_counts():
-    # SPEC 3's pinned values: prefix_offset 62, tile_n 32, split_kv 4, Sq 4 -> [2, 2, 3, 3].
+    # spec §3's pinned values: prefix_offset 62, tile_n 32, split_kv 4, Sq 4 -> [2, 2, 3, 3].
     q, k = zeros(1, 4, 1, 32), zeros(1, 128, 1, 32)
     p = mxattn.plan(q, k, k, prefix_offset=62, tile_n=32, split_kv=4, engine="cpu")
     assert p["tile_n"] == 32 and p["split_kv"] == 4

@@ -44,11 +44,11 @@ std::optional<DType> parse_dtype(std::string_view s) {
     DType type;
   };
   static constexpr Alias kAliases[] = {
-      {"float32", DType::f32},   {"fp32", DType::f32},      {"float16", DType::f16},
-      {"fp16", DType::f16},      {"half", DType::f16},      {"bfloat16", DType::bf16},
-      {"mxfp8", DType::e4m3},    {"mxfp8_e4m3", DType::e4m3}, {"mxfp8_e5m2", DType::e5m2},
-      {"mxfp6", DType::e2m3},    {"mxfp6_e2m3", DType::e2m3}, {"mxfp6_e3m2", DType::e3m2},
-      {"mxfp4", DType::e2m1},    {"mxfp4_e2m1", DType::e2m1}, {"int32", DType::i32},
+      {"float32", DType::f32}, {"fp32", DType::f32},        {"float16", DType::f16},
+      {"fp16", DType::f16},    {"half", DType::f16},        {"bfloat16", DType::bf16},
+      {"mxfp8", DType::e4m3},  {"mxfp8_e4m3", DType::e4m3}, {"mxfp8_e5m2", DType::e5m2},
+      {"mxfp6", DType::e2m3},  {"mxfp6_e2m3", DType::e2m3}, {"mxfp6_e3m2", DType::e3m2},
+      {"mxfp4", DType::e2m1},  {"mxfp4_e2m1", DType::e2m1}, {"int32", DType::i32},
   };
   for (const Alias& a : kAliases) {
     if (lower == a.name) return a.type;

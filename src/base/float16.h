@@ -20,7 +20,9 @@ MXATTN_HD inline float bits_float(uint32_t u) {
   return f;
 }
 
-MXATTN_HD inline float bf16_to_float(uint16_t h) { return bits_float(uint32_t(h) << 16); }
+MXATTN_HD inline float bf16_to_float(uint16_t h) {
+  return bits_float(uint32_t(h) << 16);
+}
 
 MXATTN_HD inline uint16_t float_to_bf16(float f) {
   const uint32_t u = float_bits(f);
@@ -45,7 +47,7 @@ MXATTN_HD inline uint16_t float_to_f16(float f) {
   const uint32_t u = float_bits(f);
   const uint16_t sign = uint16_t((u >> 16) & 0x8000u);
   const uint32_t a = u & 0x7fffffffu;
-  if (a > 0x7f800000u) return uint16_t(sign | 0x7e00u);  // NaN
+  if (a > 0x7f800000u) return uint16_t(sign | 0x7e00u);   // NaN
   if (a >= 0x477ff000u) return uint16_t(sign | 0x7c00u);  // rounds past 65504: Inf
   if (a < 0x38800000u) {
     // Result is subnormal in f16: round a * 2^24 to an integer, nearest even.

@@ -8,7 +8,9 @@
 namespace mxattn::base {
 
 // Element offset of index (i0, i1, ...) in a view.
-inline int64_t offset_of(const TensorView& v, int64_t i0) { return i0 * v.stride[0]; }
+inline int64_t offset_of(const TensorView& v, int64_t i0) {
+  return i0 * v.stride[0];
+}
 inline int64_t offset_of(const TensorView& v, int64_t i0, int64_t i1) {
   return i0 * v.stride[0] + i1 * v.stride[1];
 }

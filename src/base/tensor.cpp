@@ -50,7 +50,8 @@ std::optional<int64_t> contiguous_bytes(DType dtype, int64_t numel) {
 }
 
 std::optional<int64_t> bytes_needed(const TensorView& v) {
-  if (v.rank <= 0 || v.rank > kMaxRank) return v.rank == 0 ? std::optional<int64_t>(0) : std::nullopt;
+  if (v.rank <= 0 || v.rank > kMaxRank)
+    return v.rank == 0 ? std::optional<int64_t>(0) : std::nullopt;
   bool empty = false;
   for (int i = 0; i < v.rank; ++i) {
     if (v.shape[i] < 0 || v.stride[i] < 0) return std::nullopt;

@@ -1,5 +1,5 @@
-// SPEC 3: the NaN-safe f32 merge of split partials (O_s, L_s). One definition for the CPU combine and
-// the CUDA combine kernel.
+// spec §3: the NaN-safe f32 merge of split partials (O_s, L_s). One definition for the CPU combine
+// and the CUDA combine kernel.
 #pragma once
 
 #include <cfloat>
@@ -17,13 +17,19 @@ struct MergeScale {
 };
 
 // m = max(max_s L_s, lowest finite f32). NaN L_s are passed over here and surface through w_s.
-MXATTN_HD inline float merge_max(float m, float lse) { return lse > m ? lse : m; }
+MXATTN_HD inline float merge_max(float m, float lse) {
+  return lse > m ? lse : m;
+}
 
 // w_s = exp(L_s - m).
-MXATTN_HD inline float merge_weight(float lse, float m) { return expf(lse - m); }
+MXATTN_HD inline float merge_weight(float lse, float m) {
+  return expf(lse - m);
+}
 
 // O = sum_s w_s O_s / max(sum_s w_s, 1): the divisor only guards the all-empty case (sum = 0).
-MXATTN_HD inline float merge_divisor(float sum) { return sum < 1.0f ? 1.0f : sum; }
+MXATTN_HD inline float merge_divisor(float sum) {
+  return sum < 1.0f ? 1.0f : sum;
+}
 
 // LSE = m + ln(sum_s w_s), -inf when every split was empty.
 MXATTN_HD inline float merge_lse(float m, float sum) {

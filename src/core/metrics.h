@@ -1,4 +1,4 @@
-// Error metrics of SPEC 9: max abs error, relative L2 error and cosine similarity.
+// Error metrics of spec §9: max abs error, relative L2 error and cosine similarity.
 #pragma once
 
 #include <cmath>
@@ -10,7 +10,8 @@ struct ErrorMetrics {
   double max_abs = 0;
   double rel_l2 = 0;
   double cosine = 1;
-  int64_t mismatched_nonfinite = 0;  // positions where exactly one side is non-finite, or they differ
+  int64_t mismatched_nonfinite =
+      0;  // positions where exactly one side is non-finite, or they differ
 };
 
 // Accumulates the metrics of `got` against `want`, element by element. Non-finite values must match

@@ -1,5 +1,5 @@
-// The validated problem: what engines receive. Only core/validate.cpp builds one, after checking every
-// argument, so engines never re-check and never fail on their inputs.
+// The validated problem: what engines receive. Only core/validate.cpp builds one, after checking
+// every argument, so engines never re-check and never fail on their inputs.
 #pragma once
 
 #include <cmath>
@@ -85,7 +85,7 @@ struct Problem {
   }
 };
 
-// Checks every argument (SPEC 7) and fills `out`. Host-readable metadata (kv_len, prefix offsets,
+// Checks every argument (spec §7) and fills `out`. Host-readable metadata (kv_len, prefix offsets,
 // block table, sparse layout) is checked element by element.
 Status validate_problem(const AttentionArgs& args, Problem* out);
 

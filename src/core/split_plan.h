@@ -1,4 +1,4 @@
-// SPEC 3: the split-KV partition and the valid-split counts. Defined once, here, as host/device
+// spec §3: the split-KV partition and the valid-split counts. Defined once, here, as host/device
 // functions: the CPU engines, the CUDA kernels, the combine and `mxattn plan` all call these.
 #pragma once
 

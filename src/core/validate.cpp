@@ -1,4 +1,4 @@
-// Argument checking at the API edge (SPEC 7). Each check returns the first failure, naming the
+// Argument checking at the API edge (spec §7). Each check returns the first failure, naming the
 // argument, what was expected and what was found. Nothing is written (not even the Problem) until
 // every argument has passed, and host-readable metadata is read only after its own view was
 // checked.

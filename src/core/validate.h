@@ -1,4 +1,4 @@
-// Argument checking at the API edge (SPEC 7). Engines never re-check.
+// Argument checking at the API edge (spec §7). Engines never re-check.
 #pragma once
 
 #include <string_view>

@@ -1,4 +1,4 @@
-// The public combine (mxattn::combine) on validated arguments: SPEC 3's merge of caller-given
+// The public combine (mxattn::combine) on validated arguments: spec §3's merge of caller-given
 // partials, without any LSE shift.
 #include "cpu/engines.h"
 #include "cpu/partials.h"

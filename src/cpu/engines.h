@@ -15,7 +15,7 @@ void run_reference(const core::Problem& p, const core::SplitParams& split);
 // Blocked online softmax, SIMD (AVX-512 / AVX2 / portable, chosen at run time), multithreaded.
 void run_fast(const core::Problem& p, const core::SplitParams& split, int threads);
 
-// SPEC 3 combine on validated arguments.
+// spec §3 combine on validated arguments.
 void run_combine(const CombineArgs& args, int threads);
 
 }  // namespace mxattn::cpu

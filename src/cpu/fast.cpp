@@ -1,4 +1,4 @@
-// The fast CPU engine: flash-style online softmax over the SPEC 3 partition of plan.h, one work
+// The fast CPU engine: flash-style online softmax over the spec §3 partition of plan.h, one work
 // item per (batch, query tile, split, piece) and run of KV heads, on OpenMP threads. The query
 // heads of a GQA group are packed into one tile, so each K/V tile is dequantized once and used by
 // all of them; decode items take several KV heads at once, so that they read the cache front to
@@ -21,8 +21,8 @@
 #include <xmmintrin.h>
 #endif
 
-#include "core/combine.h"
 #include "base/float16.h"
+#include "core/combine.h"
 #include "core/plan.h"
 #include "cpu/aligned.h"
 #include "cpu/engines.h"
@@ -579,7 +579,7 @@ class Scratch {
 
 // The calling thread's scratch, kept from one call to the next (OpenMP's threads live on), and
 // built (zeroed) again only for a call of another shape: at 16 threads, building every thread's
-// scratch took 0.1-0.5 ms of each 2 ms decode call (docs/perf.md, session 33). The items of one
+// scratch took 0.1-0.5 ms of each 2 ms decode call. The items of one
 // call already share a thread's scratch: each writes what it reads (queries, state, the rows of
 // each step), except the columns past the head dims, which stay zero and are part of the shape.
 Scratch& thread_scratch(const ScratchShape& shape) {
@@ -596,8 +596,8 @@ Scratch& thread_scratch(const ScratchShape& shape) {
 // combine of the split partials, which runs after); then the caller's mode again, with the
 // exception flags raised meanwhile kept. A softmax weight below 2^-126 (a score more than 126 log2
 // units under its row's maximum) is then 0 instead of a subnormal, which the vector units compute
-// many times more slowly (an f32 prefill whose scores spread that far ran 21x slower, docs/perf.md
-// session 25); what is lost is below 2^-126 of the row's largest weight.
+// many times more slowly (an f32 prefill whose scores spread that far ran 21x slower); what is
+// lost is below 2^-126 of the row's largest weight.
 class FlushSubnormals {
  public:
   FlushSubnormals() {
@@ -1227,7 +1227,7 @@ class FastEngine {
     }
   }
 
-  // The pieces of one split, merged with SPEC 3's algebra into the split's result, tile by tile.
+  // The pieces of one split, merged with spec §3's algebra into the split's result, tile by tile.
   void merge_pieces(const PieceMerge& m, Scratch& sc) const {
     const TileGroup& g = plan_.groups[size_t(m.group)];
     const Scratch::Head h = sc.head(0);
@@ -1277,8 +1277,8 @@ class FastEngine {
 
 }  // namespace
 
-void run_fast_with(SimdIsa isa, const core::Problem& p, const core::SplitParams& split,
-                   int threads, RowTiles row_tiles) {
+void run_fast_with(SimdIsa isa, const core::Problem& p, const core::SplitParams& split, int threads,
+                   RowTiles row_tiles) {
   FastEngine(isa, row_tiles, p, split, threads).run();
 }
 

@@ -1,6 +1,6 @@
-// Split-KV partials on the CPU: where O_s, L_s and the per-row counts live, the SPEC 3 combine over
-// them, and the K-smoothing LSE shift. Shared by the reference and the fast engine, so both combine
-// exactly the same way.
+// Split-KV partials on the CPU: where O_s, L_s and the per-row counts live, the spec §3 combine
+// over them, and the K-smoothing LSE shift. Shared by the reference and the fast engine, so both
+// combine exactly the same way.
 #pragma once
 
 #include <omp.h>
@@ -10,8 +10,8 @@
 #include <initializer_list>
 #include <vector>
 
-#include "core/combine.h"
 #include "base/host_tensor.h"
+#include "core/combine.h"
 #include "core/problem.h"
 #include "cpu/rows.h"
 #include "mxattn/combine.h"
@@ -70,7 +70,7 @@ inline void store_count(const TensorView& counts, int64_t b, int64_t h, int64_t 
   static_cast<int32_t*>(counts.data)[base::offset_of(counts, b, h, i)] = int32_t(count);
 }
 
-// K smoothing (SPEC 5): the LSE of row i of (b, h) is shifted by scale * dot(q, k_mean[b, h / g]),
+// K smoothing (spec §5): the LSE of row i of (b, h) is shifted by scale * dot(q, k_mean[b, h / g]),
 // in f64 over the dequantized q. 0 without k_mean.
 inline double lse_shift(const core::Problem& p, int64_t b, int64_t h, int64_t i) {
   const TensorView& km = p.args.k_mean;
@@ -89,8 +89,9 @@ inline double shifted_lse(double lse, double shift) {
   return lse == -INFINITY ? lse : lse + shift;
 }
 
-// SPEC 3 combine of every row, reading only splits below the row's count. `shift_at(b, h, i)` gives
-// the f32 amount added to the row's combined LSE (K smoothing), applied once, after the merge.
+// spec §3 combine of every row, reading only splits below the row's count. `shift_at(b, h, i)`
+// gives the f32 amount added to the row's combined LSE (K smoothing), applied once, after the
+// merge.
 template <class ShiftAt>
 void combine_partials(const CombineArgs& a, int threads, ShiftAt shift_at) {
   const TensorView& po = a.partial_o;

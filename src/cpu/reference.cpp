@@ -130,7 +130,7 @@ void run_unsplit(const core::Problem& p, const core::SplitParams& sp) {
   });
 }
 
-// Every split of every tile into the partials (the caller's or our own), then the SPEC 3 combine.
+// Every split of every tile into the partials (the caller's or our own), then the spec §3 combine.
 void run_split(const core::Problem& p, const core::SplitParams& sp) {
   const PartialStore store(p, core::partial_slots(p, sp));
   const CombineArgs& views = store.views();

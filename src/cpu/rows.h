@@ -1,5 +1,5 @@
-// Reading one head-dim row of Q, K or V as f32, whatever its storage: f32/f16/bf16, or MX codes with
-// their E8M0 scales (exact), dense or paged. Shared by the CPU engines.
+// Reading one head-dim row of Q, K or V as f32, whatever its storage: f32/f16/bf16, or MX codes
+// with their E8M0 scales (exact), dense or paged. Shared by the CPU engines.
 #pragma once
 
 #include <cstdint>
@@ -22,8 +22,8 @@ inline float load_plain(const TensorView& v, int64_t off) {
   }
 }
 
-// Copies n elements starting at element offset `off` (stride `step`) of a plain or MX view into out.
-// For MX, `scale_of(d)` gives the E8M0 byte of element d.
+// Copies n elements starting at element offset `off` (stride `step`) of a plain or MX view into
+// out. For MX, `scale_of(d)` gives the E8M0 byte of element d.
 template <class ScaleOf>
 inline void load_row(const TensorView& v, int64_t off, int64_t step, int64_t n, ScaleOf scale_of,
                      float* out) {
@@ -43,9 +43,12 @@ inline void load_row(const TensorView& v, int64_t off, int64_t step, int64_t n, 
 inline void load_q_row(const core::Problem& p, int64_t b, int64_t i, int64_t h, float* out) {
   const TensorView& q = p.args.q;
   const TensorView& qs = p.args.q_scales;
-  load_row(q, base::offset_of(q, b, i, h, 0), q.stride[3], p.dim_qk,
-           [&](int64_t d) { return static_cast<const uint8_t*>(qs.data)[base::offset_of(qs, b, i, h, d / 32)]; },
-           out);
+  load_row(
+      q, base::offset_of(q, b, i, h, 0), q.stride[3], p.dim_qk,
+      [&](int64_t d) {
+        return static_cast<const uint8_t*>(qs.data)[base::offset_of(qs, b, i, h, d / 32)];
+      },
+      out);
 }
 
 // Key j of batch b, KV head hk: dim_qk values (paged caches resolved through the block table).
@@ -53,11 +56,12 @@ inline void load_k_row(const core::Problem& p, int64_t b, int64_t j, int64_t hk,
   const TensorView& k = p.args.k;
   const TensorView& ks = p.args.k_scales;
   const int64_t page = p.kv_page(b, j), slot = p.kv_slot(j);
-  load_row(k, base::offset_of(k, page, slot, hk, 0), k.stride[3], p.dim_qk,
-           [&](int64_t d) {
-             return static_cast<const uint8_t*>(ks.data)[base::offset_of(ks, page, slot, hk, d / 32)];
-           },
-           out);
+  load_row(
+      k, base::offset_of(k, page, slot, hk, 0), k.stride[3], p.dim_qk,
+      [&](int64_t d) {
+        return static_cast<const uint8_t*>(ks.data)[base::offset_of(ks, page, slot, hk, d / 32)];
+      },
+      out);
 }
 
 // Value row j of batch b, KV head hk: dim_v values. V scales run along the head dim or along keys.
@@ -66,13 +70,14 @@ inline void load_v_row(const core::Problem& p, int64_t b, int64_t j, int64_t hk,
   const TensorView& vs = p.args.v_scales;
   const int64_t page = p.kv_page(b, j), slot = p.kv_slot(j);
   const bool along_keys = p.args.v_scale_axis == VScaleAxis::keys;
-  load_row(v, base::offset_of(v, page, slot, hk, 0), v.stride[3], p.dim_v,
-           [&](int64_t d) {
-             const int64_t off = along_keys ? base::offset_of(vs, page, hk, slot / 32, d)
-                                            : base::offset_of(vs, page, slot, hk, d / 32);
-             return static_cast<const uint8_t*>(vs.data)[off];
-           },
-           out);
+  load_row(
+      v, base::offset_of(v, page, slot, hk, 0), v.stride[3], p.dim_v,
+      [&](int64_t d) {
+        const int64_t off = along_keys ? base::offset_of(vs, page, hk, slot / 32, d)
+                                       : base::offset_of(vs, page, slot, hk, d / 32);
+        return static_cast<const uint8_t*>(vs.data)[off];
+      },
+      out);
 }
 
 }  // namespace mxattn::cpu

@@ -1,4 +1,4 @@
-// Who holds what in sequence parallelism (SPEC 8): the shards of the sequence, the heads each rank
+// Who holds what in sequence parallelism (spec §8): the shards of the sequence, the heads each rank
 // gets after the forward all-to-all, and which rank carries each MX block of 32 keys. Pure
 // functions of the sizes, identical on every rank, so the ranks never need to ask each other.
 #pragma once

@@ -30,7 +30,7 @@ base::HostTensor token_rows(const TensorView& whole, const Shard& rows);
 // Columns of a contiguous [B, H, S] tensor (LSE).
 base::HostTensor lse_columns(const TensorView& whole, const Shard& columns);
 
-// What SPEC 8 promises a rank's sharded run returns: the single-process run of the same engine on
+// What spec §8 promises a rank's sharded run returns: the single-process run of the same engine on
 // every rank's gathered tensors, the ranks' heads put side by side, cut to this rank's rows (O) and
 // columns (LSE; empty when the shard has none). `placed` is the shard in the communicator's memory.
 // Collective.

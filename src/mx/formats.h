@@ -1,4 +1,4 @@
-// SPEC 5: the MX element codecs (E4M3, E5M2, E2M3, E3M2, E2M1), the E8M0 scale, the block scale
+// spec §5: the MX element codecs (E4M3, E5M2, E2M3, E3M2, E2M1), the E8M0 scale, the block scale
 // exponent and the FP6/FP4 packing. The one definition used by quantizers, every engine and the
 // CLI.
 #pragma once
@@ -17,7 +17,7 @@ struct FormatInfo {
   int ebits = 0;
   int mbits = 0;
   int bias = 0;
-  int emax = 0;               // exponent of the largest normal (emax_elem of SPEC 5)
+  int emax = 0;               // exponent of the largest normal (emax_elem of spec §5)
   float max_value = 0;        // largest finite magnitude
   bool ieee_special = false;  // E5M2: exponent all ones is Inf/NaN
   bool nan_code = false;      // E4M3: S.1111.111 is NaN
@@ -149,7 +149,7 @@ MXATTN_HD constexpr bool has_nonfinite_codes(DType t) {
   return format_info(t).ieee_special || format_info(t).nan_code;
 }
 
-// Quantizes one block of `count` <= 32 values (SPEC 5): writes `count` element codes and returns
+// Quantizes one block of `count` <= 32 values (spec §5): writes `count` element codes and returns
 // the E8M0 scale byte. amax is taken over the finite values; where the format has no NaN code, a
 // non-finite value makes the whole block NaN (scale kNanScale, zero codes).
 MXATTN_HD inline uint8_t quantize_block(DType t, const float* x, int count, ScaleMode mode,

@@ -1,4 +1,4 @@
-// Whole-tensor MX quantization and dequantization (SPEC 5), block by block through mx/formats.h.
+// Whole-tensor MX quantization and dequantization (spec §5), block by block through mx/formats.h.
 #include <algorithm>
 #include <string>
 #include <utility>

@@ -1,4 +1,4 @@
-// Producer-side transforms that leave attention unchanged (SPEC 5): the normalized Walsh-Hadamard
+// Producer-side transforms that leave attention unchanged (spec §5): the normalized Walsh-Hadamard
 // rotation of Q and K, and K smoothing.
 #include <algorithm>
 #include <cmath>

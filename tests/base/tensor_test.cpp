@@ -1,4 +1,4 @@
-// Tensor views: the bytes a view needs (SPEC 7: 64-bit sizes, packed types) and dtype names.
+// Tensor views: the bytes a view needs (spec §7: 64-bit sizes, packed types) and dtype names.
 #include <gtest/gtest.h>
 
 #include <cstdint>

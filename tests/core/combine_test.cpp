@@ -1,4 +1,4 @@
-// SPEC 3's merge of split partials: NaN-safe for empty splits, NaN-propagating for NaN partials.
+// spec §3's merge of split partials: NaN-safe for empty splits, NaN-propagating for NaN partials.
 #include <gtest/gtest.h>
 
 #include <cmath>

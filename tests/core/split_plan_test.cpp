@@ -1,5 +1,5 @@
-// SPEC 2 visibility and SPEC 3 split partition and counts, against brute force written from the
-// SPEC.
+// spec §2 visibility and spec §3 split partition and counts, against brute force written from the
+// spec.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -14,7 +14,7 @@ namespace {
 
 enum class Alignment { none, top_left, bottom_right, prefix };
 
-// SPEC 2, rules 1-3, for one batch entry, written out independently of visibility.h.
+// spec §2, rules 1-3, for one batch entry, written out independently of visibility.h.
 bool spec_visible(int64_t i, int64_t j, int64_t kv_len, int64_t seq_q, Alignment align,
                   int64_t prefix_offset, int64_t window) {
   const int64_t last = kv_len - 1;
@@ -86,7 +86,7 @@ TEST(Visibility, BoundsNeverDecreaseWithTheRow) {
   }
 }
 
-// SPEC 3 pinned values (rocMLIR's tests).
+// spec §3 pinned values (rocMLIR's tests).
 TEST(SplitCounts, PinnedPrefixCausal) {
   Visibility v;
   v.last = 127;

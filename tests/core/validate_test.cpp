@@ -1,4 +1,4 @@
-// Argument validation (SPEC 7): one test per class of bad input, each checking the message, and a
+// Argument validation (spec §7): one test per class of bad input, each checking the message, and a
 // valid problem of each form accepted with the right Problem fields.
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-// SPEC 3 batch invariance: with split_kv = auto, a sequence's output is bit for bit the same alone
+// spec §3 batch invariance: with split_kv = auto, a sequence's output is bit for bit the same alone
 // and inside a batch of sequences of other lengths, on both CPU engines (the fast one with every
 // kernel set).
 #include <gtest/gtest.h>

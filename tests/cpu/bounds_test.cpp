@@ -1,4 +1,4 @@
-// SPEC 7 bounds: every view in a buffer of exactly its logical size, ending against an unmapped
+// spec §7 bounds: every view in a buffer of exactly its logical size, ending against an unmapped
 // page, runs on every path without a fault, on the reference and every fast kernel set; one byte
 // less is rejected before anything is written.
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-// SPEC 3's combine through mxattn::combine, and the pinned split counts (rocMLIR's tests) through
+// spec §3's combine through mxattn::combine, and the pinned split counts (rocMLIR's tests) through
 // the count functions and a real problem's counts output.
 #include <gtest/gtest.h>
 
@@ -103,7 +103,7 @@ TEST(Combine, OneSplitComesBackBitForBit) {
   EXPECT_EQ(c.lse.data<float>()[0], 12.375f);
 }
 
-// rocMLIR's pinned conservative counts (SPEC 3).
+// rocMLIR's pinned conservative counts (spec §3).
 TEST(SplitCounts, PinnedConservativeCounts) {
   core::Visibility prefix;
   prefix.last = 127;

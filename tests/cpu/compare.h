@@ -110,7 +110,7 @@ inline ::testing::AssertionResult outputs_bitwise_equal(const Outputs& want, con
   return ::testing::AssertionSuccess();
 }
 
-// SPEC 1: a row that sees no key has O = 0 exactly and LSE = -inf. Counts the rows checked.
+// spec §1: a row that sees no key has O = 0 exactly and LSE = -inf. Counts the rows checked.
 inline ::testing::AssertionResult empty_rows_exact(const TestProblem& p, const Outputs& out,
                                                    int64_t* empty_rows = nullptr) {
   const Spec& s = p.spec();

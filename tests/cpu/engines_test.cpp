@@ -115,12 +115,12 @@ double relative_error(const std::vector<float>& want, const std::vector<float>& 
 }
 
 // Few query rows a tile (decode and a few tokens) through the AMX set's few-row tile kernel
-// (amx_rows.h) in each of its modes (cpu::RowTiles: bf16 rows, bf16 and FP8, none), and through the FMA kernels: K and V bf16,
-// E4M3 or E5M2 (MX blocks along the head dim); Q bf16, f16, f32 or E4M3 (the kernel's Q in 1, 2 or
-// 3 bf16 parts); groups of up to 12 query heads and up to 4 query rows, so that a tile's rows go
-// through the kernel in several blocks; head dims that are not multiples of 32 (the rows are then
-// copied) and paged caches (rows unevenly spaced across pages); the random problems' masks, splits
-// and layouts.
+// (amx_rows.h) in each of its modes (cpu::RowTiles: bf16 rows, bf16 and FP8, none), and through the
+// FMA kernels: K and V bf16, E4M3 or E5M2 (MX blocks along the head dim); Q bf16, f16, f32 or E4M3
+// (the kernel's Q in 1, 2 or 3 bf16 parts); groups of up to 12 query heads and up to 4 query rows,
+// so that a tile's rows go through the kernel in several blocks; head dims that are not multiples
+// of 32 (the rows are then copied) and paged caches (rows unevenly spaced across pages); the random
+// problems' masks, splits and layouts.
 TEST(FastEngine, RowTilesMatchReference) {
   constexpr DType kKvTypes[] = {DType::bf16, DType::e4m3, DType::e5m2};
   constexpr DType kQTypes[] = {DType::bf16, DType::f32, DType::f16, DType::e4m3};
@@ -150,7 +150,8 @@ TEST(FastEngine, RowTilesMatchReference) {
     TestProblem p(spec);
     ASSERT_TRUE(p.run(Engine::cpu_reference).is_ok());
     const Outputs want = p.outputs();
-    for (const cpu::RowTiles mode : {cpu::RowTiles::none, cpu::RowTiles::bf16, cpu::RowTiles::all}) {
+    for (const cpu::RowTiles mode :
+         {cpu::RowTiles::none, cpu::RowTiles::bf16, cpu::RowTiles::all}) {
       SCOPED_TRACE(int(mode));
       ASSERT_NO_FATAL_FAILURE(expect_every_kernel_set_matches(p, want, mode));
     }

@@ -11,7 +11,7 @@ for all wgmma groups (the wait for the P V GEMM). Checks, chosen with --require:
   overlap  every exponential of the key loop before that wait: the softmax of a key tile runs while
            the P V GEMM of the tile before is in flight (FlashAttention-3's intra-warpgroup
            overlap), which ptxas undoes by moving the wait up unless something orders it. Not
-           required on main: ordering it measured slower (docs/perf.md, 2026-12-05, session 19).
+           required on main: ordering it measured slower.
 
 Exits 1 when a required check fails, when no instance or no key loop is found, or when cuobjdump
 cannot read the files (it needs nvdisasm beside it or on PATH; scripts/fetch_cuda_tools.sh installs

@@ -43,7 +43,7 @@ Status run_and_download(const TestProblem& host, DeviceProblem& dev,
                         const std::function<Status()>& run);
 
 // What every CUDA engine's API refuses with invalid_argument, given `host`, a problem the engine
-// runs: planning it with V's head dim unlike O's (SPEC validity), running it with views unlike the
+// runs: planning it with V's head dim unlike O's (spec validity), running it with views unlike the
 // planned ones (O's strides), and running a plan never built.
 template <class Plan>
 void expect_invalid_arguments_rejected(const TestProblem& host,

@@ -1,4 +1,4 @@
-// The prefill kernel's schedule, checked on the host against SPEC 3's partition (no GPU needed):
+// The prefill kernel's schedule, checked on the host against spec §3's partition (no GPU needed):
 // for random dense and block-sparse problems, every row of every work item sees, over its key
 // steps and their present bits, exactly the keys of its split of the partition (core/plan.h) that
 // the reference engine visits; every output row and every partial the plan promises is written by
@@ -175,9 +175,9 @@ TEST(PrefillSchedule, AutoSplitTargetIs4096KeysOfTiles) {
     test::TestProblem problem(spec);
     core::Problem p;
     EXPECT_TRUE(core::validate_problem(problem.args(), &p).is_ok());
-    return std::pair(api::split_params(p, api::EngineKind::cuda_prefill),
-                     core::query_tile(p, api::split_params(p, api::EngineKind::cuda_prefill), 0,
-                                      0, 0).splits);
+    return std::pair(
+        api::split_params(p, api::EngineKind::cuda_prefill),
+        core::query_tile(p, api::split_params(p, api::EngineKind::cuda_prefill), 0, 0, 0).splits);
   };
   test::Spec s;
   s.seq_q = 256;

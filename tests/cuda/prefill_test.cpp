@@ -100,7 +100,7 @@ Spec prefill_spec(uint64_t seed, DType type, int64_t max_seq, int64_t max_work) 
   return s;
 }
 
-// A random block-sparse layout (SPEC 6) on top of a random prefill problem: every block size,
+// A random block-sparse layout (spec §6) on top of a random prefill problem: every block size,
 // layouts per batch entry and head or broadcast, densities from empty to full.
 Spec sparse_spec(uint64_t seed, DType type, int64_t max_seq, int64_t max_work) {
   Spec s = prefill_spec(seed, type, max_seq, max_work);
@@ -118,7 +118,7 @@ Spec sparse_spec(uint64_t seed, DType type, int64_t max_seq, int64_t max_work) {
 const DType kTypes[] = {DType::bf16, DType::f16};
 const DType kMxTypes[] = {DType::e4m3, DType::e5m2, DType::e2m3, DType::e3m2, DType::e2m1};
 
-// MX Q, K and V (SPEC 5), each of its own type or bf16, at least one MX, V scales along either
+// MX Q, K and V (spec §5), each of its own type or bf16, at least one MX, V scales along either
 // axis, sometimes with K smoothing's k_mean, on a random dense or (with `sparse`) block-sparse
 // problem.
 Spec mx_spec(uint64_t seed, bool sparse, int64_t max_seq, int64_t max_work) {
@@ -136,7 +136,7 @@ Spec mx_spec(uint64_t seed, bool sparse, int64_t max_seq, int64_t max_work) {
   return s;
 }
 
-// A paged KV cache (SPEC 4) under a random problem (plain, MX or sparse): every page size, spare
+// A paged KV cache (spec §4) under a random problem (plain, MX or sparse): every page size, spare
 // pages no block table entry names (poisoned), Sk rounded up to whole pages.
 Spec paged_spec(uint64_t seed, int64_t max_seq, int64_t max_work) {
   Rng rng(seed ^ 0x165667b1u);

@@ -1,4 +1,4 @@
-// The layout rules of sequence parallelism (SPEC 8), by brute force over head counts and shards.
+// The layout rules of sequence parallelism (spec §8), by brute force over head counts and shards.
 #include "dist/layout.h"
 
 #include <gtest/gtest.h>

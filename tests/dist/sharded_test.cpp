@@ -1,4 +1,4 @@
-// Sequence-parallel attention under mpirun (SPEC 8): every rank builds the same whole problem from
+// Sequence-parallel attention under mpirun (spec §8): every rank builds the same whole problem from
 // a seed, runs it in one process, then runs its shard through the all-to-alls; its rows must match
 // bit for bit. Random problems cover uneven (and empty) shards, GQA with fewer KV heads than ranks,
 // MX payloads with both V scale layouts, quantize-before-send, every mask, and sparse layouts.
@@ -30,7 +30,7 @@ using dist::Shard;
 class ShardedAttention : public CollectiveTest {};
 
 // Runs the case sharded on this rank and checks its rows of O and LSE bit for bit against the
-// single-process run of the same engine on the gathered tensors (SPEC 8), and against the
+// single-process run of the same engine on the gathered tensors (spec §8), and against the
 // single-process run of `whole` where the engine's result per head cannot depend on the heads
 // around it: always for the reference; for the fast engine when the KV heads split evenly, since it
 // packs each GQA group into its tiles and a rank with replicated KV heads has smaller groups.

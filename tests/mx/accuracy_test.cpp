@@ -1,4 +1,4 @@
-// Loose accuracy bounds of MX attention (SPEC 9's quantization error: the reference on the
+// Loose accuracy bounds of MX attention (spec §9's quantization error: the reference on the
 // unquantized inputs against the reference on the dequantized ones). The bounds follow from the
 // element formats' mantissa widths, with about 2x headroom over what bench/mx_accuracy measures, so
 // they hold for any seed but fail when quantization, the rotation or K smoothing break. The full

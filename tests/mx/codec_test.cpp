@@ -1,4 +1,4 @@
-// The element and scale codecs of src/mx/formats.h against the SPEC 5 definition
+// The element and scale codecs of src/mx/formats.h against the spec §5 definition
 // (tests/mx/spec_formats.h).
 #include <gtest/gtest.h>
 

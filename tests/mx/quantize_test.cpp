@@ -1,4 +1,4 @@
-// quantize / dequantize of whole tensors (SPEC 5 and 7): layouts along the head dim and along the
+// quantize / dequantize of whole tensors (spec §5 and 7): layouts along the head dim and along the
 // keys, strided views, partial blocks, padding, non-finite blocks, validation messages, error
 // bounds.
 #include <gtest/gtest.h>
@@ -48,7 +48,7 @@ int64_t offset_of(const TensorView& v, const std::vector<int64_t>& index) {
   return offset;
 }
 
-// Reads a code by the packing rule of SPEC 5, written out here rather than through formats.h.
+// Reads a code by the packing rule of spec §5, written out here rather than through formats.h.
 unsigned code_at(const TensorView& v, int64_t element) {
   const uint8_t* bytes = static_cast<const uint8_t*>(v.data);
   switch (bits_of(v.dtype)) {
@@ -77,7 +77,7 @@ int expected_exponent(const ElementFormat& f, double amax, ScaleMode mode) {
   return std::clamp(e, -127, 127);
 }
 
-// Checks one block against SPEC 5: its scale from the finite amax, each element within half a
+// Checks one block against spec §5: its scale from the finite amax, each element within half a
 // quantum of x / 2^e (or saturated), non-finite values by the format's rule.
 void check_block(const ElementFormat& f, ScaleMode mode, const std::vector<float>& x,
                  unsigned scale_byte, const std::vector<unsigned>& codes) {

@@ -1,4 +1,4 @@
-// The MX formats as SPEC 5 and the OCP MX v1.0 table define them, written out independently of
+// The MX formats as spec §5 and the OCP MX v1.0 table define them, written out independently of
 // src/mx/formats.h so the tests check the codecs against the definition, not against themselves.
 #pragma once
 

@@ -1,4 +1,4 @@
-// The producer transforms of SPEC 5: Hadamard rotation and K smoothing.
+// The producer transforms of spec §5: Hadamard rotation and K smoothing.
 #include <gtest/gtest.h>
 
 #include <bit>

@@ -12,8 +12,8 @@
 
 #include "base/float16.h"
 #include "mx_files.h"
-#include "npy.h"
 #include "mxattn/build_info.h"
+#include "npy.h"
 #include "test_files.h"
 
 namespace mxattn::tools {
@@ -97,7 +97,7 @@ TEST(CliRun, BadArgumentsExitTwoWithOneLine) {
   EXPECT_EQ(missing.err, "mxattn quant: " + dir.file("none.npy") + ": cannot open for reading\n");
 }
 
-// `mxattn plan` shows SPEC 3's pinned conservative counts (rocMLIR's prefix-causal case) and the
+// `mxattn plan` shows spec §3's pinned conservative counts (rocMLIR's prefix-causal case) and the
 // auto split's target, the engine's or the one given with --split-target.
 TEST(CliRun, PlanShowsThePinnedCountsAndTheAutoTarget) {
   const TempDir dir("cli_plan");
@@ -143,13 +143,13 @@ TEST(CliRun, PlanPrintsTheChosenEnginesPartition) {
   EXPECT_NE(got.out.find("(8 key tiles per split"), std::string::npos) << got.out;
   EXPECT_NE(got.out.find("64 key tiles, split_kv 8"), std::string::npos) << got.out;
 #if MXATTN_WITH_PREFILL
-  const CommandResult prefill = run_cli(
-      dir, "plan --seq-len-q 512 --seq-len-k 512 --num-heads-q 2 --num-heads-kv 2 --q-format "
-           "bf16 --k-format bf16 --v-format bf16 --engine cuda");
+  const CommandResult prefill =
+      run_cli(dir,
+              "plan --seq-len-q 512 --seq-len-k 512 --num-heads-q 2 --num-heads-kv 2 --q-format "
+              "bf16 --k-format bf16 --v-format bf16 --engine cuda");
   EXPECT_EQ(prefill.exit_code, 0) << prefill.err;
   EXPECT_NE(prefill.out.find("engine:  cuda-prefill"), std::string::npos) << prefill.out;
-  EXPECT_NE(prefill.out.find("tile_m=128 rows, tile_n=128 keys"), std::string::npos)
-      << prefill.out;
+  EXPECT_NE(prefill.out.find("tile_m=128 rows, tile_n=128 keys"), std::string::npos) << prefill.out;
 #endif
 #else
   EXPECT_EQ(got.exit_code, 2);

@@ -519,7 +519,7 @@ void release_tiles() {
 // and the few-row kernel above. Not the
 // few-row scores as bf16 dot products of the AVX-512 BF16 set: on the GPU machine's Sapphire
 // Rapids host (two 512-bit FMA ports) they decoded MXFP8 caches 1.2-1.7x slower than the FMA
-// scores (docs/perf.md, 2026-12-03 late); they pay on Zen 4, whose one 512-bit FMA a cycle the
+// scores; they pay on Zen 4, whose one 512-bit FMA a cycle the
 // dot products double.
 template <class Tiles>
 constexpr FastKernels make_amx_kernels(SimdIsa isa) {

@@ -170,7 +170,7 @@ class Fp8Rows {
     const uint8_t* scales = row.scales + (d / 32) * scale_step_;
     split_bf16(words[0], out);
     split_bf16(words[1], out + 2);
-    // The block scale multiplies the exact code values: the dequantized values of SPEC 5.
+    // The block scale multiplies the exact code values: the dequantized values of spec §5.
     const __m512 first = _mm512_set1_ps(scale_values_[scales[0]]);
     out[0] = _mm512_mul_ps(out[0], first);
     out[1] = _mm512_mul_ps(out[1], first);

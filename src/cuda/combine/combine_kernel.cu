@@ -1,11 +1,11 @@
-// SPEC 3's combine of split partials on the GPU as a kernel of its own: one warp per output row
+// spec §3's combine of split partials on the GPU as a kernel of its own: one warp per output row
 // (b, i, h), combine_rows.cuh's combine_row. Rows whose query tile has fewer than two non-empty
 // splits were written by the split kernel, and so were all rows when it combined them itself.
 #include <cstdint>
 
+#include "cuda/combine/combine.h"
 #include "cuda/combine/combine_rows.cuh"
 #include "cuda/common/device_ops.cuh"
-#include "cuda/combine/combine.h"
 
 namespace mxattn::cuda::detail {
 namespace {

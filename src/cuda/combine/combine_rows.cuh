@@ -1,4 +1,4 @@
-// SPEC 3's combine of one output row (b, i, h) from its split partials, by one warp, through the
+// spec §3's combine of one output row (b, i, h) from its split partials, by one warp, through the
 // merge algebra of core/combine.h: it reads L_s and O_s of the splits below the row's exact count
 // only. Used by the combine kernel (one warp per row) and by the split kernel's last CTA of a tile
 // (the fused combine). Partials are read through L2 only (ld.global.cg): another CTA of the same

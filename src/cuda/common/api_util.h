@@ -1,6 +1,6 @@
-// Host helpers shared by the CUDA engines' plan code (decode, prefill): alignment, the plan's device
-// workspace (layout, allocation, uploads) and what goes into it (the block table, the internal
-// partials' strides), and the check that a run's device views match the planned ones.
+// Host helpers shared by the CUDA engines' plan code (decode, prefill): alignment, the plan's
+// device workspace (layout, allocation, uploads) and what goes into it (the block table, the
+// internal partials' strides), and the check that a run's device views match the planned ones.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -8,8 +8,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/problem.h"
 #include "base/text.h"
+#include "core/problem.h"
 #include "cuda/common/launch.h"
 #include "mxattn/attention.h"
 

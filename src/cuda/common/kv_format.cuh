@@ -85,7 +85,7 @@ __device__ __forceinline__ void decode_group(const uint32_t (&w)[2], uint32_t (&
   }
 }
 
-// An E8M0 scale (e <= 0xff) as f32 (SPEC 5): 2^(e - 127), 0xFF is NaN; exact, subnormal 2^-127
+// An E8M0 scale (e <= 0xff) as f32 (spec §5): 2^(e - 127), 0xFF is NaN; exact, subnormal 2^-127
 // included. Branch-free: e << 23 is the value for 1 <= e <= 254, and the two ends, 0 and 0xFF,
 // differ from it only by the f32 bit 22 (2^-127 is 0x00400000, the quiet NaN 0x7fc00000).
 __device__ __forceinline__ float e8m0_value(uint32_t e) {

@@ -1,6 +1,6 @@
-// The split kernel of flash decoding: one CTA computes one split (SPEC 3) of one query tile for the
-// up to 16 packed rows (query head of the group, query row) of one KV head, so every head of a GQA
-// group shares each K/V load.
+// The split kernel of flash decoding: one CTA computes one split (spec §3) of one query tile for
+// the up to 16 packed rows (query head of the group, query row) of one KV head, so every head of a
+// GQA group shares each K/V load.
 //
 // Four warps stream the split's keys in 16-key steps (warp w takes steps w, w + 4, ...) through
 // their own cp.async pipelines; each step is two m16n8k16 products for Q K^T and one k16 product
@@ -19,13 +19,13 @@
 #include "core/split_plan.h"
 #include "core/visibility.h"
 #include "cuda/combine/combine_rows.cuh"
+#include "cuda/combine/output.cuh"
+#include "cuda/common/device_ops.cuh"
+#include "cuda/common/kv_format.cuh"
+#include "cuda/decode/kernels.h"
 #include "cuda/decode/load.cuh"
 #include "cuda/decode/params.h"
 #include "cuda/decode/shape.h"
-#include "cuda/common/device_ops.cuh"
-#include "cuda/decode/kernels.h"
-#include "cuda/common/kv_format.cuh"
-#include "cuda/combine/output.cuh"
 #include "mx/formats.h"
 
 namespace mxattn::cuda::detail {
@@ -61,7 +61,7 @@ struct SplitSteps {
 };
 
 // The rows and keys of one CTA: the packed rows of its query tile and the keys of its splits
-// [work.split, work.split + work.chain). Splits of a tile cover equal runs of key tiles (SPEC 3),
+// [work.split, work.split + work.chain). Splits of a tile cover equal runs of key tiles (spec §3),
 // so split j of the CTA starts key_begin + j * split_keys keys in. A step never straddles two
 // splits (tile_n is a multiple of 16), so a key of a split's step is loadable (or seen by every
 // row) exactly when it lies in the CTA's range: [load_lo, load_hi] and [full_lo, full_hi] hold for

@@ -7,10 +7,10 @@
 #include <cstdint>
 
 #include "core/visibility.h"
-#include "cuda/decode/params.h"
-#include "cuda/decode/shape.h"
 #include "cuda/common/device_ops.cuh"
 #include "cuda/common/kv_format.cuh"
+#include "cuda/decode/params.h"
+#include "cuda/decode/shape.h"
 
 namespace mxattn::cuda::detail {
 

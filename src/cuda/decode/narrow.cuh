@@ -503,7 +503,6 @@ __global__ void __launch_bounds__(kWarps * 32, (DecodeShape<KV, DQK, DV, true>::
     __syncwarp();
   }
 
-
   // Row sums reduced over the lane groups, P' 2^T taken out.
   const float unscale = scalbnf(1.0f, -t_exp);
 #pragma unroll

@@ -1,6 +1,6 @@
-// The plan of the CUDA decode engine (what it supports; tables, tile schedule and partial buffers in
-// one device workspace) and its launches. Problems arrive validated (src/api); kernels never check
-// arguments.
+// The plan of the CUDA decode engine (what it supports; tables, tile schedule and partial buffers
+// in one device workspace) and its launches. Problems arrive validated (src/api); kernels never
+// check arguments.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -16,8 +16,8 @@
 #include "cuda/common/head_dims.h"
 #include "cuda/common/plan_access.h"
 #include "cuda/decode/engine.h"
-#include "cuda/decode/params.h"
 #include "cuda/decode/kernels.h"
+#include "cuda/decode/params.h"
 #include "mxattn/cuda.h"
 
 namespace mxattn::cuda {
@@ -125,9 +125,8 @@ Status decode::check_support(const core::Problem& p, const core::SplitParams& sp
         "K and V: the CUDA decode engine reads bf16, f16 or MX caches; found f32");
   }
   if (detail::split_kernel(a.k.dtype, p.dim_qk, p.dim_v, false).function == nullptr) {
-    return Status::unsupported(
-        cat("head dims: the CUDA decode engine supports (Dqk, Dv) = ", head_dims_text(),
-            "; found (", p.dim_qk, ", ", p.dim_v, ")"));
+    return Status::unsupported(cat("head dims: the CUDA decode engine supports (Dqk, Dv) = ",
+                                   head_dims_text(), "; found (", p.dim_qk, ", ", p.dim_v, ")"));
   }
   if (Status st = check_kv_rows("K", a.k); !st) return st;
   if (Status st = check_kv_rows("V", a.v); !st) return st;
@@ -257,7 +256,7 @@ Status build_plan(const core::Problem& p, const core::SplitParams& split,
       (tile_rows * p.group + detail::kRowsPerBlock - 1) / detail::kRowsPerBlock;
 
   // Chains: a CTA computes consecutive splits of its tile, its copies running on from one split
-  // into the next, so that a split's pipeline start costs less (docs/perf.md, 2026-12-03 late). No
+  // into the next, so that a split's pipeline start costs less. No
   // result bit depends on it. A tile's chains are of equal length (the largest divisor of its split
   // count up to the chain asked for): CTAs of unequal length left a ragged last wave.
   const auto chain_of = [](int64_t launched, int64_t chain) {

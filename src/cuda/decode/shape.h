@@ -25,7 +25,7 @@ constexpr bool whole_row_passes(int chunks) {
 // fragments of at most 8 rows (staged in the ring's last stage before the first step needs it), so
 // that a D=128 CTA takes about 40 KB of shared memory and the rest of the SM's 256 KB serves as L1:
 // with the largest shared-memory carveout forced, the same kernel ran 6.5% slower at 128k keys,
-// and a third FP8 stage (56 KB a CTA) gained nothing (docs/perf.md, 2026-12-04 session 13).
+// and a third FP8 stage (56 KB a CTA) gained nothing.
 template <DType KV, int DQK, int DV, bool kNarrow = false>
 struct DecodeShape {
   static constexpr int kBits = bits_of(KV);
@@ -36,10 +36,10 @@ struct DecodeShape {
   static constexpr int kVChunks = kVRowBytes / 16;
   // MX caches copy a step's rows by lane pairs (32 contiguous bytes per row and copy, one row
   // pointer per lane); 16-bit caches keep whole rows per half warp: the build that used paired
-  // copies for them too decoded bf16 25% slower (docs/perf.md, 2026-12-03).
+  // copies for them too decoded bf16 25% slower.
   // The narrow kernel copies whole rows where they fill whole passes of the warp (FP8 and FP4),
   // chosen with its four-CTA shape and not measured apart from it: its step took 553 instructions
-  // against 549 with paired copies at three CTAs (docs/perf.md, 2026-12-04 session 12).
+  // against 549 with paired copies at three CTAs.
   static constexpr bool kPairedCopies =
       is_mx(KV) && kKChunks % 2 == 0 && kVChunks % 2 == 0 &&
       !(kNarrow && whole_row_passes(kKChunks) && whole_row_passes(kVChunks));
@@ -88,7 +88,7 @@ struct DecodeShape {
   static_assert(kRowsPerBlock * kMergeChunk * 4 <= kStepBytes && DV % kMergeChunk == 0);
   // Whether a CTA may compute several consecutive splits (WorkItem::chain). Not the MX kernels: at
   // the 168 registers of three CTAs an SM, the chain's copy cursor made ptxas spill in their main
-  // loop and they ran 12-16% slower even at one split a CTA (docs/perf.md, 2026-12-03 late).
+  // loop and they ran 12-16% slower even at one split a CTA.
   static constexpr bool kChains = !is_mx(KV);
   static constexpr int kSmemBytes = kLoopBytes + kQFragBytes + kQStageBytes + kStatsBytes;
   // CTAs per SM the register budget must allow: as many as the shared memory holds (228 KB per SM,

@@ -1,5 +1,5 @@
-// Inputs the attention kernel's bulk tensor copies cannot read in place: MX tensors (SPEC 5),
-// dequantized exactly into bf16, and paged K/V caches (SPEC 4), gathered through the block table.
+// Inputs the attention kernel's bulk tensor copies cannot read in place: MX tensors (spec §5),
+// dequantized exactly into bf16, and paged K/V caches (spec §4), gathered through the block table.
 // Each is copied into a dense, contiguous workspace buffer that the plan sizes, which the kernel
 // then reads as it reads any dense input. Plain C++: the API layer sees no device code.
 #pragma once

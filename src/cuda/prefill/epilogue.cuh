@@ -1,5 +1,5 @@
 // Stores a CTA's result: O normalized by its row sums (exactly +0 for rows that saw nothing) in the
-// output type, the LSE, and, for a split tile, the f32 partials O_s and L_s of SPEC 3.
+// output type, the LSE, and, for a split tile, the f32 partials O_s and L_s of spec §3.
 //
 // The common case (16-bit O whose rows are whole aligned 16-byte chunks, no partials) goes through
 // shared memory and out in 16-byte chunks (store_tile_staged); every other case from registers,

@@ -1,4 +1,4 @@
-// K smoothing (SPEC 5): with the mean key k_mean removed from K by its producer, softmax and O are
+// K smoothing (spec §5): with the mean key k_mean removed from K by its producer, softmax and O are
 // unchanged but the LSE is short by scale * dot(q, k_mean[b, h / g]). The engine's partials and
 // combine work on the shifted values; this adds the shift back to the final LSE, once, at the end.
 // Plain C++: the API layer sees no device code.

@@ -15,7 +15,6 @@ namespace mxattn::cuda::prefill {
 
 using namespace cute;
 
-
 // kQCodes_: Q arrives as MX codes with E8M0 scales, which the math warp groups dequantize into
 // Q's shared tile themselves (q_codes.cuh) instead of a tensor copy of a dequantized Q (bf16 only).
 template <class Element_, int kDimQK_, int kDimV_, bool kQCodes_ = false>

@@ -8,7 +8,7 @@
 // in the source: ptxas (nvcc 13.0) moves the wait for the P V GEMM above the softmax, so the
 // machine code runs the softmax once that GEMM has completed (docs/design.md; the CI test
 // tests/cuda/check_prefill_sass.py counts the exponentials ahead of the wait). Forcing the wait
-// below the softmax measured slower (perf.md, 2026-12-05), so the hoisted wait stays.
+// below the softmax measured slower, so the hoisted wait stays.
 #pragma once
 
 #include <cutlass/arch/barrier.h>
@@ -224,7 +224,7 @@ __device__ __forceinline__ void compute_tiles(const PrefillParams& p, const CtaW
   // Keys past kv_len: V's rows are zeroed before P V. Only the CTA's highest key tile, its first
   // step, can reach past kv_len, and only a kv_len below Sk leaves rows to zero: past Sk the
   // tensor copy fills them with zeros. (Zeroing the last tile of 4096 keys at Dqk 256, whose
-  // 80-key tiles do not divide it, cost every CTA 7-8% of its time; perf.md, session 14.)
+  // 80-key tiles do not divide it, cost every CTA 7-8% of its time.)
   if (w.vis.last + 1 < p.seq_k) {
     const int first_row = first_invalid_key_row<kBlockN>(w, step.tile);
     if (first_row < kBlockN) {

@@ -1,6 +1,6 @@
-// SPEC 2 on a tile of scores: S = -inf where key j is not visible from query row i, by
+// spec §2 on a tile of scores: S = -inf where key j is not visible from query row i, by
 // core::Visibility (kv_len, the causal alignments, the sliding window), or where the sparse layout
-// does not list j's block for i's query block (SPEC 2.4, the step's present bits). A select, never
+// does not list j's block for i's query block (spec §2.4, the step's present bits). A select, never
 // an add, so a NaN read from memory past kv_len cannot survive it. Runs only on tiles
 // tile_needs_mask flags.
 #pragma once

@@ -12,12 +12,12 @@
 #include "core/plan.h"
 #include "core/problem.h"
 #include "core/validate.h"
+#include "cuda/combine/combine.h"
 #include "cuda/common/api_util.h"
 #include "cuda/common/head_dims.h"
 #include "cuda/common/plan_access.h"
-#include "cuda/prefill/engine.h"
-#include "cuda/combine/combine.h"
 #include "cuda/prefill/dense_inputs.h"
+#include "cuda/prefill/engine.h"
 #include "cuda/prefill/k_smoothing.h"
 #include "cuda/prefill/kernels.h"
 #include "cuda/prefill/prefill_params.h"
@@ -145,9 +145,8 @@ Status check_kernel_support(const core::Problem& p, std::optional<DType> element
             name_of(a.q.dtype), ", ", name_of(a.k.dtype), " and ", name_of(a.v.dtype)));
   }
   if (!kernel.found()) {
-    return Status::unsupported(
-        cat("head dims: the CUDA prefill engine supports (Dqk, Dv) = ", head_dims_text(),
-            "; found (", p.dim_qk, ", ", p.dim_v, ")"));
+    return Status::unsupported(cat("head dims: the CUDA prefill engine supports (Dqk, Dv) = ",
+                                   head_dims_text(), "; found (", p.dim_qk, ", ", p.dim_v, ")"));
   }
   // With a sparse layout the key tile of the partition is the layout's block (core::resolve_split).
   if ((a.split.tile_m != 0 && a.split.tile_m != kernel.tile_m) ||
@@ -225,7 +224,8 @@ prefill::PrefillParams params_for(const PrefillPlan::Impl& plan, const Attention
 }
 
 detail::CombineParams combine_params_for(const PrefillPlan::Impl& plan,
-                                        const prefill::PrefillParams& run, const AttentionArgs& d) {
+                                         const prefill::PrefillParams& run,
+                                         const AttentionArgs& d) {
   detail::CombineParams c = plan.combine_params;
   c.o = run.o;
   c.lse = run.lse;

@@ -11,7 +11,7 @@
 
 namespace mxattn::cuda::prefill {
 
-// One query tile's SPEC 3 partition: the decode engine's table, which its combine kernel (shared
+// One query tile's spec §3 partition: the decode engine's table, which its combine kernel (shared
 // by both engines) reads.
 using detail::TileInfo;
 

@@ -1,4 +1,4 @@
-// The prefill kernel's schedule, built on the host from a validated problem and its SPEC 3
+// The prefill kernel's schedule, built on the host from a validated problem and its spec §3
 // partition (core/plan.h): one work item per (batch entry, CTA query tile, split) and, for a sparse
 // layout that differs per head, per query head; the combine's table of every query tile's
 // partition; and, with a sparse layout, each item's walk over key tiles with the 16 x 16 granules

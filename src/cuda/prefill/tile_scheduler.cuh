@@ -1,7 +1,8 @@
 // Which work one CTA does: its (batch, query tile, split) item from the plan's work list, with the
-// key tiles that split covers (SPEC 3, from core/split_plan.h on the host), its query head, and the
-// tile properties the main loop branches on. The plan orders the work list so that the items of one
-// (batch, head) run next to each other (their K/V stay in L2) and, within it, the longest first.
+// key tiles that split covers (spec §3, from core/split_plan.h on the host), its query head, and
+// the tile properties the main loop branches on. The plan orders the work list so that the items of
+// one (batch, head) run next to each other (their K/V stay in L2) and, within it, the longest
+// first.
 #pragma once
 
 #include <cstdint>
