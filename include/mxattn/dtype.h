@@ -1,4 +1,4 @@
-// Element types of tensor views: plain floats, the OCP MX element types, E8M0 scales and int32.
+// Element types of tensor views: plain floats, the OCP MX element types, E8M0 scales and integers.
 #pragma once
 
 #include <cstdint>
@@ -20,14 +20,18 @@ enum class DType : uint8_t {
   e2m1,  // MXFP4
   e8m0,  // MX block scale
   i32,
+  i64,  // slot mappings (vLLM's int64)
 };
 
-inline constexpr DType kAllDTypes[] = {DType::f32,  DType::f16,  DType::bf16, DType::e4m3, DType::e5m2,
-                                       DType::e2m3, DType::e3m2, DType::e2m1, DType::e8m0, DType::i32};
+inline constexpr DType kAllDTypes[] = {DType::f32,  DType::f16,  DType::bf16, DType::e4m3,
+                                       DType::e5m2, DType::e2m3, DType::e3m2, DType::e2m1,
+                                       DType::e8m0, DType::i32,  DType::i64};
 
 // Storage bits of one element. FP6 packs four elements in three bytes, FP4 two a byte.
 MXATTN_HD constexpr int bits_of(DType t) {
   switch (t) {
+    case DType::i64:
+      return 64;
     case DType::f32:
     case DType::i32:
       return 32;

@@ -20,12 +20,16 @@ enum class ScaleMode : uint8_t {
 // `scales` (E8M0, src's shape with `axis` replaced by its block count ceil(n / 32)), in blocks of
 // 32 along `axis`. `data` and `scales` may be longer along `axis` than needed: the padding is
 // zero-filled. Packed types (FP6, FP4) need `axis` or the last axis to be contiguous in `data`.
+// Views in host memory run on the host; views in device memory (all three on one GPU) run on the
+// GPU, asynchronously on `stream` (a cudaStream_t; nullptr is the default stream), with the same
+// bits.
 Status quantize(const TensorView& src, const TensorView& data, const TensorView& scales, int axis,
-                ScaleMode mode);
+                ScaleMode mode, void* stream = nullptr);
 
 // Exact inverse of the codes: dst (f32, f16 or bf16; src's logical shape) = code * 2^(scale - 127).
-Status dequantize(const TensorView& data, const TensorView& scales, int axis,
-                  const TensorView& dst);
+// On the host or, for views in device memory, on the GPU on `stream`.
+Status dequantize(const TensorView& data, const TensorView& scales, int axis, const TensorView& dst,
+                  void* stream = nullptr);
 
 // Normalized Walsh-Hadamard transform along the last axis of an f32 tensor, in place (the last
 // dimension a power of two). Applied to both Q and K it leaves Q K^T unchanged.

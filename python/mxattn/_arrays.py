@@ -13,6 +13,7 @@ TYPE_OF_DTYPE = {
     "float16": "f16",
     "bfloat16": "bf16",
     "int32": "i32",
+    "int64": "i64",
     "float8_e4m3fn": "e4m3",
     "float8_e5m2": "e5m2",
     "float8_e8m0fnu": "e8m0",

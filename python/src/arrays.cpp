@@ -50,6 +50,8 @@ bool storage_holds(nb::dlpack::dtype s, DType type) {
       return s.bits == 16 && (s.code == kDLBfloat || s.code == kDLUInt || s.code == kDLInt);
     case DType::i32:
       return s.code == kDLInt && s.bits == 32;
+    case DType::i64:
+      return s.code == kDLInt && s.bits == 64;
     default:  // MX codes and E8M0 scales: bytes
       return s.bits == 8 && (s.code == kDLUInt || s.code == kDLInt || s.code >= kDLFirstFloat8);
   }
@@ -65,6 +67,8 @@ std::string storage_expected(DType type) {
       return "bfloat16 (or its bits as uint16)";
     case DType::i32:
       return "int32";
+    case DType::i64:
+      return "int64";
     default:
       return "8-bit storage (uint8 bytes)";
   }
@@ -100,7 +104,7 @@ Placement placement_of(int dlpack_device_type, int device_id, std::string_view n
 DType parse_element_type(std::string_view name, std::string_view type_name) {
   if (std::optional<DType> t = parse_dtype(type_name)) return *t;
   raise_value_error(std::string(name) + ": unknown element type '" + std::string(type_name) +
-                    "' (f32, f16, bf16, e4m3, e5m2, e2m3, e3m2, e2m1, e8m0, i32)");
+                    "' (f32, f16, bf16, e4m3, e5m2, e2m3, e3m2, e2m1, e8m0, i32, i64)");
 }
 
 TensorView view_of(std::string_view name, int rank, const int64_t* shape, const int64_t* strides,

@@ -1,13 +1,20 @@
 // MX quantization of whole tensors, and its inverse.
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
 #include <cstdint>
+#include <functional>
+#include <initializer_list>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "arrays.h"
 #include "bindings.h"
+#include "decode_step.h"
+#include "mxattn/kv_cache.h"
 #include "mxattn/mx.h"
 
 namespace mxattn::python {
@@ -20,11 +27,50 @@ ScaleMode parse_mode(const std::string& mode) {
   throw nb::value_error(("mode must be 'floor' or 'rceil', found '" + mode + "'").c_str());
 }
 
-void require_host(std::string_view name, int device_type, int device_id) {
-  if (placement_of(device_type, device_id, name).on_gpu) {
-    raise_if_failed(Status::unsupported(std::string(name) +
-                                        ": MX quantization runs on the host; pass host memory"));
+// Where one array of a call lives (absent: an optional array not given).
+struct Where {
+  const char* name;
+  bool given;
+  int device_type;
+  int device_id;
+};
+template <class Array>
+Where where_of(const char* name, const Array& a) {
+  return {name, true, a.device_type(), a.device_id()};
+}
+template <class Array>
+Where where_of(const char* name, const std::optional<Array>& a) {
+  return a ? where_of(name, *a) : Where{name, false, 0, 0};
+}
+
+// The one memory every array of a call lives in: the host, or one GPU (whose device is made
+// current for the call).
+Placement common_placement(std::initializer_list<Where> arrays) {
+  std::optional<Placement> where;
+  const char* first = nullptr;
+  for (const Where& w : arrays) {
+    if (!w.given) continue;
+    const Placement p = placement_of(w.device_type, w.device_id, w.name);
+    if (!where) {
+      where = p;
+      first = w.name;
+    } else if (!(p == *where)) {
+      raise_status(Status::invalid(std::string(w.name) + " is on " + p.describe() + " but " +
+                                   first + " is on " + where->describe() +
+                                   "; pass them all on one device"));
+    }
   }
+  return where.value_or(Placement{});
+}
+
+// Runs `work` without the GIL, on the GPU of `where` when it is one.
+void run_released(Placement where, const std::function<Status()>& work) {
+  Status status;
+  {
+    nb::gil_scoped_release released;
+    status = where.on_gpu ? on_device(where.device_id, work) : work();
+  }
+  raise_if_failed(status);
 }
 
 // An axis counted from the end when negative, as NumPy counts it.
@@ -69,38 +115,59 @@ nb::tuple quantized_shapes(const std::vector<int64_t>& shape, const std::string&
 
 void quantize_array(const InputArray& src, const std::string& src_type, const OutputArray& data,
                     const OutputArray& scales, const std::string& format, int64_t axis,
-                    const std::string& mode) {
-  require_host("x", src.device_type(), src.device_id());
-  require_host("data", data.device_type(), data.device_id());
-  require_host("scales", scales.device_type(), scales.device_id());
+                    const std::string& mode, uintptr_t stream) {
+  const Placement where =
+      common_placement({where_of("x", src), where_of("data", data), where_of("scales", scales)});
   const TensorView s = view_of("x", src, parse_element_type("x", src_type));
   const TensorView d = view_of("data", data, parse_element_type("format", format));
   const TensorView sc = view_of("scales", scales, DType::e8m0);
   const int a = resolve_axis(axis, src.ndim());
   const ScaleMode m = parse_mode(mode);
-  Status status;
-  {
-    nb::gil_scoped_release released;
-    status = quantize(s, d, sc, a, m);
-  }
-  raise_if_failed(status);
+  run_released(where, [&] { return quantize(s, d, sc, a, m, reinterpret_cast<void*>(stream)); });
 }
 
 void dequantize_array(const InputArray& data, const std::string& format, const InputArray& scales,
-                      int64_t axis, const OutputArray& dst, const std::string& dst_type) {
-  require_host("data", data.device_type(), data.device_id());
-  require_host("scales", scales.device_type(), scales.device_id());
-  require_host("out", dst.device_type(), dst.device_id());
+                      int64_t axis, const OutputArray& dst, const std::string& dst_type,
+                      uintptr_t stream) {
+  const Placement where =
+      common_placement({where_of("data", data), where_of("scales", scales), where_of("out", dst)});
   const TensorView d = view_of("data", data, parse_element_type("format", format));
   const TensorView sc = view_of("scales", scales, DType::e8m0);
   const TensorView o = view_of("out", dst, parse_element_type("dtype", dst_type));
   const int a = resolve_axis(axis, dst.ndim());
-  Status status;
-  {
-    nb::gil_scoped_release released;
-    status = dequantize(d, sc, a, o);
-  }
-  raise_if_failed(status);
+  run_released(where, [&] { return dequantize(d, sc, a, o, reinterpret_cast<void*>(stream)); });
+}
+
+// A cache write (spec §11); optional arrays are None.
+void write_kv_arrays(const InputArray& k, const std::string& k_type, const InputArray& v,
+                     const std::string& v_type, const OutputArray& k_cache,
+                     const std::string& k_cache_type, const OutputArray& v_cache,
+                     const std::string& v_cache_type, const InputArray& slots,
+                     const std::string& slots_type, const std::optional<OutputArray>& k_scales,
+                     const std::optional<OutputArray>& v_scales,
+                     const std::optional<InputArray>& k_mean,
+                     const std::optional<OutputArray>& invalid_slots, const std::string& mode,
+                     bool rotate, uintptr_t stream) {
+  const Placement where =
+      common_placement({where_of("k_cache", k_cache), where_of("v_cache", v_cache),
+                        where_of("k", k), where_of("v", v), where_of("slot_mapping", slots),
+                        where_of("k_scales", k_scales), where_of("v_scales", v_scales),
+                        where_of("k_mean", k_mean), where_of("invalid_slots", invalid_slots)});
+  KvWriteArgs a;
+  a.k = view_of("k", k, parse_element_type("k", k_type));
+  a.v = view_of("v", v, parse_element_type("v", v_type));
+  a.k_cache = view_of("k_cache", k_cache, parse_element_type("format", k_cache_type));
+  a.v_cache = view_of("v_cache", v_cache, parse_element_type("format", v_cache_type));
+  a.slot_mapping = view_of("slot_mapping", slots, parse_element_type("slot_mapping", slots_type));
+  if (k_scales) a.k_scales = view_of("k_scales", *k_scales, DType::e8m0);
+  if (v_scales) a.v_scales = view_of("v_scales", *v_scales, DType::e8m0);
+  if (k_mean) a.k_mean = view_of("k_mean", *k_mean, DType::f32);
+  if (invalid_slots) a.invalid_slots = view_of("invalid_slots", *invalid_slots, DType::i32);
+  a.mode = parse_mode(mode);
+  a.rotate_k = rotate;
+  RunOptions options;
+  options.stream = reinterpret_cast<void*>(stream);
+  run_released(where, [&] { return write_kv(a, options); });
 }
 
 }  // namespace
@@ -119,9 +186,14 @@ void bind_mx(nb::module_& m) {
   m.def("quantized_shapes", &quantized_shapes, nb::arg("shape"), nb::arg("format"),
         nb::arg("axis"));
   m.def("quantize", &quantize_array, nb::arg("x"), nb::arg("x_type"), nb::arg("data"),
-        nb::arg("scales"), nb::arg("format"), nb::arg("axis"), nb::arg("mode"));
+        nb::arg("scales"), nb::arg("format"), nb::arg("axis"), nb::arg("mode"), nb::arg("stream"));
   m.def("dequantize", &dequantize_array, nb::arg("data"), nb::arg("format"), nb::arg("scales"),
-        nb::arg("axis"), nb::arg("out"), nb::arg("out_type"));
+        nb::arg("axis"), nb::arg("out"), nb::arg("out_type"), nb::arg("stream"));
+  m.def("write_kv", &write_kv_arrays, nb::arg("k"), nb::arg("k_type"), nb::arg("v"),
+        nb::arg("v_type"), nb::arg("k_cache"), nb::arg("k_cache_type"), nb::arg("v_cache"),
+        nb::arg("v_cache_type"), nb::arg("slot_mapping"), nb::arg("slot_mapping_type"),
+        nb::arg("k_scales").none(), nb::arg("v_scales").none(), nb::arg("k_mean").none(),
+        nb::arg("invalid_slots").none(), nb::arg("mode"), nb::arg("rotate"), nb::arg("stream"));
 }
 
 }  // namespace mxattn::python

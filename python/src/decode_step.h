@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 
 #include "call_args.h"
@@ -11,6 +12,10 @@
 namespace mxattn::python {
 
 bool cuda_engine_built();
+
+// Runs `work` (no Python state; called without the GIL) with GPU `device` current, then makes the
+// caller's device current again. Without CUDA it runs `work` as it is.
+Status on_device(int device, const std::function<Status()>& work);
 
 // The one-shot CUDA path: the library's own dispatch (mxattn::attention with Engine::cuda) on the
 // GPU holding `call`'s tensors, queued on `stream` and waited for.

@@ -7,12 +7,7 @@
 
 namespace mxattn::python {
 
-namespace {
-
-// Runs `work` with `device` current, so that plans and launches go to the GPU holding the tensors,
-// then makes the caller's device current again. Touches no Python state: it runs without the GIL.
-template <class Work>
-Status on_device(int device, Work&& work) {
+Status on_device(int device, const std::function<Status()>& work) {
   int previous = -1;
   if (cudaGetDevice(&previous) != cudaSuccess) previous = -1;
   if (previous != device) {
@@ -24,8 +19,6 @@ Status on_device(int device, Work&& work) {
   if (previous >= 0 && previous != device) cudaSetDevice(previous);
   return status;
 }
-
-}  // namespace
 
 bool cuda_engine_built() {
   return true;

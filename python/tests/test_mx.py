@@ -30,12 +30,19 @@ def test_codes_decode_as_ml_dtypes_decodes_them(rng, fmt, mode):
     assert np.all(block_max / scale <= 2 * MAX_VALUE[fmt])
 
 
-def test_quantize_along_keys_for_v_scales_on_the_key_axis(rng):
-    v = rng.standard_normal((1, 70, 2, 32), dtype=np.float32)
-    data, scales = mxattn.quantize(v, "e4m3", axis=1)
-    assert scales.shape == (1, 3, 2, 32)
-    np.testing.assert_array_equal(mxattn.dequantize(data, scales, "e4m3", axis=1),
-                                  reference.decode_mx(data, scales, "e4m3", axis=1))
+def test_quantize_along_keys_gives_the_scales_attention_takes(rng):
+    # [B, S, H, D] along the keys: scales [B, H, ceil(S / 32), D], attention's v_scale_axis="keys"
+    # layout, even where H == ceil(S / 32) would let the other layout pass for it.
+    for heads, keys in ((2, 70), (3, 96)):
+        v = rng.standard_normal((1, keys, heads, 32), dtype=np.float32)
+        data, scales = mxattn.quantize(v, "e4m3", axis=1)
+        assert scales.shape == (1, heads, -(-keys // 32), 32)
+        decoded = reference.decode_mx(data, scales.transpose(0, 2, 1, 3), "e4m3", axis=1)
+        np.testing.assert_array_equal(mxattn.dequantize(data, scales, "e4m3", axis=1), decoded)
+        q = rng.standard_normal((1, 1, heads, 32), dtype=np.float32)
+        o = mxattn.attention(q, v, data, v_scales=scales, v_scale_axis="keys", formats="e4m3")
+        want, _ = reference.attention(q, v.astype(np.float64), decoded)
+        np.testing.assert_allclose(o, want, rtol=2e-5, atol=2e-5)
 
 
 def test_quantize_rejects_a_last_axis_of_partial_groups():
@@ -94,10 +101,84 @@ def test_v_scales_along_the_keys(rng):
     q = rng.standard_normal((1, 2, 2, 32), dtype=np.float32)
     kv = rng.standard_normal((1, 70, 2, 32), dtype=np.float32)
     k, k_scales = mxattn.quantize(kv, "e4m3")
-    v, v_scales = mxattn.quantize(kv, "e4m3", axis=1)
-    # [B, Sk/32, Hkv, Dv] as the [B, Hkv, Sk/32, Dv] view the engine reads: no copy.
-    o = mxattn.attention(q, k, v, k_scales=k_scales, v_scales=v_scales.transpose(0, 2, 1, 3),
-                         v_scale_axis="keys", formats="e4m3")
+    v, v_scales = mxattn.quantize(kv, "e4m3", axis=1)  # [B, Hkv, Sk/32, Dv], as the engine reads
+    o = mxattn.attention(q, k, v, k_scales=k_scales, v_scales=v_scales, v_scale_axis="keys",
+                         formats="e4m3")
     want, _ = reference.attention(q, reference.decode_mx(k, k_scales, "e4m3"),
-                                  reference.decode_mx(v, v_scales, "e4m3", axis=1))
+                                  reference.decode_mx(v, v_scales.transpose(0, 2, 1, 3), "e4m3",
+                                                      axis=1))
     np.testing.assert_allclose(o, want, rtol=2e-5, atol=2e-5)
+
+
+def _cache_write_case(rng, fmt, tokens=9, heads=2, dim=64, pages=3, page_size=16):
+    k = rng.standard_normal((tokens, heads, dim), dtype=np.float32)
+    v = rng.standard_normal((tokens, heads, dim), dtype=np.float32)
+    slots = rng.permutation(pages * page_size)[:tokens].astype(np.int64)
+    slots[2] = -1  # skipped
+    shape = (pages, page_size, heads, dim)
+    if fmt in ("bf16", "f16"):
+        import ml_dtypes
+        dtype = ml_dtypes.bfloat16 if fmt == "bf16" else np.float16
+        return k, v, slots, np.zeros(shape, dtype), np.zeros(shape, dtype), None, None
+    bytes_per_row = dim * {"e4m3": 8, "e5m2": 8, "e2m3": 6, "e3m2": 6, "e2m1": 4}[fmt] // 8
+    caches = [np.full(shape[:3] + (bytes_per_row,), 0xAB, np.uint8) for _ in range(2)]
+    scales = [np.full(shape[:3] + (dim // 32,), 0xAB, np.uint8) for _ in range(2)]
+    return k, v, slots, caches[0], caches[1], scales[0], scales[1]
+
+
+@pytest.mark.parametrize("fmt", ["bf16", "f16", "e4m3", "e5m2", "e2m3", "e3m2", "e2m1"])
+def test_write_kv_places_each_token_as_quantize_makes_it(rng, fmt):
+    k, v, slots, k_cache, v_cache, k_scales, v_scales = _cache_write_case(rng, fmt)
+    before = k_cache.copy()
+    mxattn.write_kv(k, v, k_cache, v_cache, slots, k_scales=k_scales, v_scales=v_scales,
+                    format=None if fmt in ("bf16", "f16") else fmt)
+    page_size, heads = k_cache.shape[1], k_cache.shape[2]
+    for t, slot in enumerate(slots):
+        if slot < 0:
+            continue
+        page, offset = divmod(int(slot), page_size)
+        if fmt in ("bf16", "f16"):
+            np.testing.assert_array_equal(k_cache[page, offset], k[t].astype(k_cache.dtype))
+            continue
+        codes, block_scales = mxattn.quantize(k[t], fmt)
+        np.testing.assert_array_equal(k_cache[page, offset], codes)
+        np.testing.assert_array_equal(k_scales[page, offset], block_scales)
+        codes, block_scales = mxattn.quantize(v[t], fmt)
+        np.testing.assert_array_equal(v_cache[page, offset], codes)
+        np.testing.assert_array_equal(v_scales[page, offset], block_scales)
+    written = {divmod(int(s), page_size) for s in slots if s >= 0}
+    for page in range(k_cache.shape[0]):
+        for offset in range(page_size):
+            if (page, offset) not in written:
+                np.testing.assert_array_equal(k_cache[page, offset], before[page, offset])
+    assert heads == k.shape[1]
+
+
+def test_write_kv_then_decode_over_the_cache(rng):
+    k, v, slots, k_cache, v_cache, k_scales, v_scales = _cache_write_case(rng, "e4m3", tokens=40,
+                                                                          pages=4)
+    slots = np.arange(40, dtype=np.int32)  # one sequence, keys in order over pages 0..2
+    mxattn.write_kv(k, v, k_cache, v_cache, slots, k_scales=k_scales, v_scales=v_scales,
+                    format="e4m3")
+    q = rng.standard_normal((1, 1, 4, 64), dtype=np.float32)
+    table = np.array([[0, 1, 2]], np.int32)
+    o = mxattn.attention(q, k_cache, v_cache, k_scales=k_scales, v_scales=v_scales,
+                         formats="e4m3", block_table=table, kv_len=[40])
+    dense_k, dense_ks = mxattn.quantize(k[None], "e4m3")
+    dense_v, dense_vs = mxattn.quantize(v[None], "e4m3")
+    want = mxattn.attention(q, dense_k, dense_v, k_scales=dense_ks, v_scales=dense_vs,
+                            formats="e4m3")
+    np.testing.assert_array_equal(o, want)
+
+
+def test_write_kv_errors_name_the_argument_and_write_nothing(rng):
+    k, v, slots, k_cache, v_cache, k_scales, v_scales = _cache_write_case(rng, "e4m3")
+    before = k_cache.copy()
+    slots[0] = 10_000
+    with pytest.raises(ValueError, match=r"slot_mapping\[0\] = 10000 lies past the caches"):
+        mxattn.write_kv(k, v, k_cache, v_cache, slots, k_scales=k_scales, v_scales=v_scales,
+                        format="e4m3")
+    np.testing.assert_array_equal(k_cache, before)
+    with pytest.raises(ValueError, match="k_scales is required"):
+        mxattn.write_kv(k, v, k_cache, v_cache, np.zeros(9, np.int64) - 1, v_scales=v_scales,
+                        format="e4m3")

@@ -28,6 +28,8 @@ std::string_view name_of(DType t) {
       return "e8m0";
     case DType::i32:
       return "i32";
+    case DType::i64:
+      return "i64";
   }
   return "?";
 }
@@ -49,6 +51,7 @@ std::optional<DType> parse_dtype(std::string_view s) {
       {"mxfp8", DType::e4m3},  {"mxfp8_e4m3", DType::e4m3}, {"mxfp8_e5m2", DType::e5m2},
       {"mxfp6", DType::e2m3},  {"mxfp6_e2m3", DType::e2m3}, {"mxfp6_e3m2", DType::e3m2},
       {"mxfp4", DType::e2m1},  {"mxfp4_e2m1", DType::e2m1}, {"int32", DType::i32},
+      {"int64", DType::i64},
   };
   for (const Alias& a : kAliases) {
     if (lower == a.name) return a.type;

@@ -5,6 +5,7 @@
 #include "core/problem.h"
 #include "core/split_plan.h"
 #include "mxattn/combine.h"
+#include "mxattn/kv_cache.h"
 
 namespace mxattn::cpu {
 
@@ -17,5 +18,8 @@ void run_fast(const core::Problem& p, const core::SplitParams& split, int thread
 
 // spec §3 combine on validated arguments.
 void run_combine(const CombineArgs& args, int threads);
+
+// spec §11 cache write on validated arguments in host memory.
+void write_kv(const KvWriteArgs& args, int threads);
 
 }  // namespace mxattn::cpu

@@ -90,11 +90,14 @@ MXATTN_HD inline uint8_t encode(DType t, float x) {
   const uint32_t a_bits = u & 0x7fffffffu;
   const bool is_nan = a_bits > 0x7f800000u;
   const bool is_inf = a_bits == 0x7f800000u;
+  // A NaN's sign means nothing, and arithmetic leaves it to the processor (an x86 core keeps an
+  // operand's, a GPU returns a canonical NaN): every NaN takes the positive NaN code, so that the
+  // host and the GPU store the same bits. Inf keeps its sign.
   if (is_nan || is_inf) {
-    if (f.nan_code) return uint8_t(sign | ((1 << (bits - 1)) - 1));
+    if (f.nan_code) return uint8_t((is_nan ? 0 : sign) | ((1 << (bits - 1)) - 1));
     if (f.ieee_special) {
       const uint8_t exp_all = uint8_t(((1 << f.ebits) - 1) << f.mbits);
-      return is_nan ? uint8_t(sign | exp_all | (1 << (f.mbits - 1))) : uint8_t(sign | exp_all);
+      return is_nan ? uint8_t(exp_all | (1 << (f.mbits - 1))) : uint8_t(sign | exp_all);
     }
     return 0;
   }
@@ -149,31 +152,44 @@ MXATTN_HD constexpr bool has_nonfinite_codes(DType t) {
   return format_info(t).ieee_special || format_info(t).nan_code;
 }
 
+// A value's magnitude for the block maximum: its absolute value, or -1 for NaN and Inf, which the
+// maximum leaves out (spec §5: amax is taken over the finite values).
+MXATTN_HD inline float finite_magnitude(float x) {
+  const uint32_t a_bits = base::float_bits(x) & 0x7fffffffu;
+  return a_bits >= 0x7f800000u ? -1.0f : base::bits_float(a_bits);
+}
+
+// The E8M0 scale byte of a block whose largest finite magnitude is `amax` and which holds a NaN
+// or an Inf where `nonfinite`: formats without such codes (FP6, FP4) mark the block NaN
+// (kNanScale). Every quantizer, on the host and on the GPU, takes a block's scale from here, so
+// that they agree to the bit however they find the maximum.
+MXATTN_HD inline uint8_t block_scale(DType t, float amax, bool nonfinite, ScaleMode mode) {
+  if (nonfinite && !has_nonfinite_codes(t)) return kNanScale;
+  return uint8_t(scale_exponent(t, amax, mode) + 127);
+}
+
+// The element code of x in a block of scale byte `scale`: x times 2^-e, encoded. 2^-e is a normal or
+// subnormal f32 for e in [-127, 127], so the product is exact unless it falls below f32's normal
+// range, where every format rounds it to zero anyway. A NaN-scaled block's codes are 0.
+MXATTN_HD inline uint8_t block_code(DType t, uint8_t scale, float x) {
+  if (scale == kNanScale) return 0;
+  return encode(t, x * exp2i(127 - int(scale)));
+}
+
 // Quantizes one block of `count` <= 32 values (spec §5): writes `count` element codes and returns
-// the E8M0 scale byte. amax is taken over the finite values; where the format has no NaN code, a
-// non-finite value makes the whole block NaN (scale kNanScale, zero codes).
+// the E8M0 scale byte.
 MXATTN_HD inline uint8_t quantize_block(DType t, const float* x, int count, ScaleMode mode,
                                         uint8_t* codes) {
   float amax = 0.0f;
   bool nonfinite = false;
   for (int i = 0; i < count; ++i) {
-    const uint32_t a_bits = base::float_bits(x[i]) & 0x7fffffffu;
-    if (a_bits >= 0x7f800000u) {
-      nonfinite = true;
-    } else if (base::bits_float(a_bits) > amax) {
-      amax = base::bits_float(a_bits);
-    }
+    const float m = finite_magnitude(x[i]);
+    nonfinite = nonfinite || m < 0.0f;
+    amax = m > amax ? m : amax;
   }
-  if (nonfinite && !has_nonfinite_codes(t)) {
-    for (int i = 0; i < count; ++i) codes[i] = 0;
-    return kNanScale;
-  }
-  const int e = scale_exponent(t, amax, mode);
-  // 2^-e is a normal or subnormal f32 for e in [-127, 127], so the product is exact unless it falls
-  // below f32's normal range, where every format rounds it to zero anyway.
-  const float inverse_scale = exp2i(-e);
-  for (int i = 0; i < count; ++i) codes[i] = encode(t, x[i] * inverse_scale);
-  return uint8_t(e + 127);
+  const uint8_t scale = block_scale(t, amax, nonfinite, mode);
+  for (int i = 0; i < count; ++i) codes[i] = block_code(t, scale, x[i]);
+  return scale;
 }
 
 // Element k of a packed row of codes (FP8: byte k; FP6: bits [6k, 6k + 6) of the little-endian

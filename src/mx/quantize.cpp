@@ -5,6 +5,7 @@
 
 #include "base/host_tensor.h"
 #include "mx/formats.h"
+#include "mx/quantize.h"
 #include "mx/views.h"
 #include "mxattn/mx.h"
 
@@ -89,7 +90,10 @@ Status check_blocked_shape(const char* name, const TensorView& v, const TensorVi
   return Status::ok();
 }
 
-// Everything quantize and dequantize share: `logical` is src (quantize) or dst (dequantize).
+}  // namespace
+
+namespace mx {
+
 Status check_mx_arguments(const char* logical_name, const TensorView& logical,
                           const TensorView& data, const TensorView& scales, int axis) {
   const std::pair<const char*, const TensorView*> views[] = {
@@ -125,6 +129,10 @@ Status check_mx_arguments(const char* logical_name, const TensorView& logical,
   return Status::ok();
 }
 
+}  // namespace mx
+
+namespace {
+
 // Zero-fills what lies past the logical extent along `axis`: codes 0 in data, byte 0 in scales. It
 // runs after the blocks, one task per outer combination, because a packed row's padding can share a
 // byte with its last block.
@@ -153,9 +161,10 @@ void zero_padding(const BlockTasks& tasks, const TensorView& data, const TensorV
 
 }  // namespace
 
-Status quantize(const TensorView& src, const TensorView& data, const TensorView& scales, int axis,
-                ScaleMode mode) {
-  if (Status s = check_mx_arguments("src", src, data, scales, axis); !s) return s;
+namespace mx {
+
+void quantize_on_host(const TensorView& src, const TensorView& data, const TensorView& scales,
+                      int axis, ScaleMode mode) {
   const BlockTasks tasks(src, axis);
   uint8_t* codes = static_cast<uint8_t*>(data.data);
   uint8_t* scale_bytes = static_cast<uint8_t*>(scales.data);
@@ -185,12 +194,10 @@ Status quantize(const TensorView& src, const TensorView& data, const TensorView&
     }
   }
   zero_padding(tasks, data, scales);
-  return Status::ok();
 }
 
-Status dequantize(const TensorView& data, const TensorView& scales, int axis,
-                  const TensorView& dst) {
-  if (Status s = check_mx_arguments("dst", dst, data, scales, axis); !s) return s;
+void dequantize_on_host(const TensorView& data, const TensorView& scales, int axis,
+                        const TensorView& dst) {
   const BlockTasks tasks(dst, axis);
   const uint8_t* codes = static_cast<const uint8_t*>(data.data);
   const uint8_t* scale_bytes = static_cast<const uint8_t*>(scales.data);
@@ -212,7 +219,7 @@ Status dequantize(const TensorView& data, const TensorView& scales, int axis,
       }
     }
   }
-  return Status::ok();
 }
 
+}  // namespace mx
 }  // namespace mxattn

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "base/index.h"
+#include "mx/hadamard.h"
 #include "mx/views.h"
 #include "mxattn/mx.h"
 
@@ -23,7 +24,6 @@ Status hadamard_rotate(const TensorView& x) {
   }
   if (Status s = mx::check_backed("x", x); !s) return s;
   const mx::OuterAxes rows(x, last);
-  const double norm = 1.0 / std::sqrt(double(n));
   float* values = static_cast<float*>(x.data);
   const int64_t step = x.stride[last];
 #pragma omp parallel
@@ -33,19 +33,8 @@ Status hadamard_rotate(const TensorView& x) {
     for (int64_t r = 0; r < rows.combinations(); ++r) {
       float* base = values + rows.offset(x, r);
       for (int64_t i = 0; i < n; ++i) row[size_t(i)] = base[i * step];
-      // In-place butterflies: after the pass of width h, each 2h-block holds its Hadamard
-      // transform.
-      for (int64_t h = 1; h < n; h *= 2) {
-        for (int64_t i = 0; i < n; i += 2 * h) {
-          for (int64_t j = i; j < i + h; ++j) {
-            const double a = row[size_t(j)];
-            const double b = row[size_t(j + h)];
-            row[size_t(j)] = a + b;
-            row[size_t(j + h)] = a - b;
-          }
-        }
-      }
-      for (int64_t i = 0; i < n; ++i) base[i * step] = float(row[size_t(i)] * norm);
+      mx::hadamard_row(row.data(), n);
+      for (int64_t i = 0; i < n; ++i) base[i * step] = float(row[size_t(i)]);
     }
   }
   return Status::ok();
