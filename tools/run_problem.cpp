@@ -47,7 +47,7 @@ void print_check(const Check& c) {
 
 // The runner for the requested engine. `automatic` takes the GPU where there is one and the CUDA
 // engine supports the problem, else the fast CPU engine.
-Status pick_runner(workload::Workload& w, const RunSettings& settings,
+Status pick_runner(workload::Problem& w, const RunSettings& settings,
                    std::unique_ptr<Runner>* out) {
   if (settings.engine == Engine::cuda) return make_cuda_runner(w, out);
   if (settings.engine == Engine::automatic && gpu_present()) {
@@ -64,10 +64,10 @@ Status pick_runner(workload::Workload& w, const RunSettings& settings,
 
 }  // namespace
 
-int run_problem(const workload::Config& config, const RunSettings& settings,
+int run_problem(const workload::Spec& spec, const RunSettings& settings,
                 const workload::Inputs& inputs) {
-  workload::Workload w;
-  if (Status st = workload::Workload::build(config, &w, inputs); !st) {
+  workload::Problem w;
+  if (Status st = workload::Problem::build(spec, &w, inputs); !st) {
     std::fprintf(stderr, "mxattn run: %s\n", st.message().c_str());
     return 2;
   }
@@ -113,7 +113,7 @@ int run_problem(const workload::Config& config, const RunSettings& settings,
     if (Status st = runner->poison_outputs(); !st) return fail(st);
     if (Status st = runner->run(&t); !st) return fail(st);
     if (Status st = runner->fetch_outputs(); !st) return fail(st);
-    const workload::Config& c = w.config();
+    const workload::Spec& c = w.spec();
     base::HostTensor o_ref(DType::f32, {c.batch, c.seq_q, c.heads_q, c.dim_v});
     base::HostTensor lse_ref(DType::f32, {c.batch, c.heads_q, c.seq_q});
     AttentionArgs ref = w.args();
@@ -128,7 +128,7 @@ int run_problem(const workload::Config& config, const RunSettings& settings,
     }
     const core::ErrorMetrics mo = compare(o_ref.view(), w.args().o);
     checks.push_back(
-        {"O", mo, mo.rel_l2 <= o_tolerance(c.o_format) && mo.mismatched_nonfinite == 0});
+        {"O", mo, mo.rel_l2 <= o_tolerance(c.o_type) && mo.mismatched_nonfinite == 0});
     if (w.args().lse.given()) {
       const core::ErrorMetrics ml = compare(lse_ref.view(), w.args().lse);
       checks.push_back({"LSE", ml, ml.max_abs <= kLseTolerance && ml.mismatched_nonfinite == 0});
@@ -139,8 +139,7 @@ int run_problem(const workload::Config& config, const RunSettings& settings,
       print_check(ch);
       pass = pass && ch.pass;
     }
-    if (is_mx(c.q_format) || is_mx(c.k_format) || is_mx(c.v_format) || c.q_format != DType::f32 ||
-        c.k_format != DType::f32 || c.v_format != DType::f32) {
+    if (c.q_type != DType::f32 || c.k_type != DType::f32 || c.v_type != DType::f32) {
       // Quantization error, apart: the reference on unquantized inputs against the reference on the
       // stored (dequantized) ones.
       base::HostTensor o_src(DType::f32, {c.batch, c.seq_q, c.heads_q, c.dim_v});
@@ -174,10 +173,10 @@ int run_problem(const workload::Config& config, const RunSettings& settings,
   return pass ? 0 : 1;
 }
 
-int print_plan(const workload::Config& config, Engine engine, int64_t max_tiles,
+int print_plan(const workload::Spec& spec, Engine engine, int64_t max_tiles,
                const workload::Inputs& inputs) {
-  workload::Workload w;
-  if (Status st = workload::Workload::build(config, &w, inputs); !st) {
+  workload::Problem w;
+  if (Status st = workload::Problem::build(spec, &w, inputs); !st) {
     std::fprintf(stderr, "mxattn plan: %s\n", st.message().c_str());
     return 2;
   }
