@@ -93,21 +93,11 @@ TensorView allocate_laid_out(std::vector<base::HostTensor>& storage, Rng& rng, b
   return allocate(storage, dtype, shape, order, step, pad);
 }
 
-int64_t product(const std::vector<int64_t>& shape) {
-  int64_t n = 1;
-  for (int64_t x : shape) n *= x;
-  return n;
-}
-
-Status allocate_i32(std::vector<base::HostTensor>& storage, const std::vector<int64_t>& shape,
-                    const std::vector<int32_t>& values, const char* name, TensorView* out) {
-  if (int64_t(values.size()) != product(shape)) {
-    return Status::invalid(base::cat("workload: the data's ", name, " holds ", values.size(),
-                                     " values, not the ", product(shape), " its shape needs"));
-  }
-  *out = allocate_contiguous(storage, DType::i32, shape);
-  std::copy(values.begin(), values.end(), static_cast<int32_t*>(out->data));
-  return Status::ok();
+TensorView allocate_i32(std::vector<base::HostTensor>& storage, const std::vector<int64_t>& shape,
+                        const std::vector<int32_t>& values) {
+  const TensorView v = allocate_contiguous(storage, DType::i32, shape);
+  std::copy(values.begin(), values.end(), static_cast<int32_t*>(v.data));
+  return v;
 }
 
 uint8_t* byte_ptr(const TensorView& v) {
@@ -236,18 +226,32 @@ Status Problem::lay_out() {
   const Data& d = data_;
   const int64_t B = s.batch, Sq = s.seq_q, Sk = s.seq_k, Hq = s.heads_q, Hkv = s.heads_kv;
   const int64_t Dqk = s.dim_qk, Dv = s.dim_v;
+  const int64_t max_pages = s.max_pages();
+  const auto& rp = d.row_ptr_shape;
+  const auto& ci = d.col_idx_shape;
+  // The data must fit the spec (what the spec does not use may be anything).
   const struct {
-    const std::vector<float>& values;
-    int64_t size;
+    size_t have;
+    int64_t want;
+    bool used;
     const char* name;
-  } sizes[] = {{d.q, B * Sq * Hq * Dqk, "Q"},
-               {d.k, B * Sk * Hkv * Dqk, "K"},
-               {d.v, B * Sk * Hkv * Dv, "V"},
-               {d.k_mean, s.k_mean && !s.smooth_k ? B * Hkv * Dqk : 0, "k_mean"}};
-  for (const auto& [values, size, name] : sizes) {
-    if (int64_t(values.size()) != size) {
-      return Status::invalid(base::cat("workload: the data's ", name, " holds ", values.size(),
-                                       " values, not the ", size, " of the spec"));
+  } sizes[] = {{d.q.size(), B * Sq * Hq * Dqk, true, "Q"},
+               {d.k.size(), B * Sk * Hkv * Dqk, true, "K"},
+               {d.v.size(), B * Sk * Hkv * Dv, true, "V"},
+               {d.k_mean.size(), B * Hkv * Dqk, s.k_mean && !s.smooth_k, "k_mean"},
+               {d.block_table.size(), B * max_pages, s.paged(), "block table"},
+               {d.row_ptr.size(), rp[0] * rp[1] * rp[2], s.sparse(), "row_ptr"},
+               {d.col_idx.size(), ci[0] * ci[1] * ci[2], s.sparse(), "col_idx"}};
+  for (const auto& [have, want, used, name] : sizes) {
+    if (used && int64_t(have) != want) {
+      return Status::invalid(base::cat("workload: the data's ", name, " holds ", have,
+                                       " values, not the ", want, " of the spec"));
+    }
+  }
+  for (size_t n = 0; s.paged() && n < d.block_table.size(); ++n) {
+    if (d.block_table[n] < 0 || d.block_table[n] >= d.num_pages) {
+      return Status::invalid(base::cat("workload: block table entry ", d.block_table[n],
+                                       " is not one of the ", d.num_pages, " pages"));
     }
   }
   Rng rng(s.seed ^ kLayoutStream);
@@ -256,13 +260,8 @@ Status Problem::lay_out() {
   storage_.clear();
   guarded_.clear();
   slots_ = 0;
-  const int64_t max_pages = s.max_pages();
   const int64_t kv_outer = s.paged() ? d.num_pages : B;
   const int64_t kv_slots = s.paged() ? s.page_size : Sk;
-  if (s.paged() &&
-      (int64_t(d.block_table.size()) != B * max_pages || d.num_pages < B * max_pages)) {
-    return Status::invalid("workload: the data's block table does not fit the spec's pages");
-  }
 
   // A tensor as the spec lays it out; K, V and their head-dim scales (`kv`) head-major where asked:
   // [outer, Hkv, keys, ...] in memory behind the [outer, keys, Hkv, ...] view.
@@ -293,7 +292,7 @@ Status Problem::lay_out() {
   if (!s.kv_len.empty() || s.key_capacity() != Sk) {
     std::vector<int32_t> lengths;
     for (int64_t b = 0; b < B; ++b) lengths.push_back(int32_t(s.kv_len_of(b)));
-    if (Status st = allocate_i32(storage_, {B}, lengths, "kv_len", &a.kv_len); !st) return st;
+    a.kv_len = allocate_i32(storage_, {B}, lengths);
   }
 
   // What the producer stores: Q and K rotated, K smoothed (over the valid keys), or the data's
@@ -386,35 +385,19 @@ Status Problem::lay_out() {
   if (!s.prefix_offset.empty()) {
     std::vector<int32_t> offsets;
     for (int64_t b = 0; b < B; ++b) offsets.push_back(int32_t(s.prefix_offset_of(b)));
-    if (Status st = allocate_i32(storage_, {B}, offsets, "prefix_offset", &a.prefix_offset); !st) {
-      return st;
-    }
+    a.prefix_offset = allocate_i32(storage_, {B}, offsets);
   }
   a.window = s.window;
   a.scale = s.scale;
   if (s.paged()) {
     a.paged.page_size = s.page_size;
-    if (Status st = allocate_i32(storage_, {B, max_pages}, d.block_table, "block table",
-                                 &a.paged.block_table);
-        !st) {
-      return st;
-    }
+    a.paged.block_table = allocate_i32(storage_, {B, max_pages}, d.block_table);
   }
   if (s.sparse()) {
-    const auto& rp = d.row_ptr_shape;
-    const auto& ci = d.col_idx_shape;
     a.sparse.block_q = s.block_q;
     a.sparse.block_k = s.block_k;
-    if (Status st =
-            allocate_i32(storage_, {rp[0], rp[1], rp[2]}, d.row_ptr, "row_ptr", &a.sparse.row_ptr);
-        !st) {
-      return st;
-    }
-    if (Status st =
-            allocate_i32(storage_, {ci[0], ci[1], ci[2]}, d.col_idx, "col_idx", &a.sparse.col_idx);
-        !st) {
-      return st;
-    }
+    a.sparse.row_ptr = allocate_i32(storage_, {rp[0], rp[1], rp[2]}, d.row_ptr);
+    a.sparse.col_idx = allocate_i32(storage_, {ci[0], ci[1], ci[2]}, d.col_idx);
   }
   a.split.split_kv = s.split_kv;
   a.split.auto_target = s.auto_target;
