@@ -190,34 +190,32 @@ TestProblem::TestProblem(const Spec& spec, ProblemData data) : spec_(spec) {
   }
 }
 
+Status TestProblem::plan(api::EngineKind kind, core::Problem* p, core::SplitParams* split) const {
+  if (Status st = core::validate_problem(problem_.args(), p); !st) return st;
+  *split = api::split_params(*p, kind);
+  return core::validate_partial_slots(problem_.args(), core::partial_slots(*p, *split));
+}
+
 Status TestProblem::run(Engine engine, int threads) {
   poison_outputs();
-  const AttentionArgs& args = problem_.args();
   if (engine == Engine::cpu_reference && !api::is_cpu(spec_.partition)) {
     core::Problem p;
-    if (Status st = core::validate_problem(args, &p); !st) return st;
-    const core::SplitParams split = api::split_params(p, spec_.partition);
-    if (Status st = core::validate_partial_slots(args, core::partial_slots(p, split)); !st) {
-      return st;
-    }
+    core::SplitParams split;
+    if (Status st = plan(spec_.partition, &p, &split); !st) return st;
     cpu::run_reference(p, split);
     return Status::ok();
   }
   RunOptions options;
   options.engine = engine;
   options.threads = threads;
-  return attention(args, options);
+  return attention(problem_.args(), options);
 }
 
 Status TestProblem::run_fast_with(cpu::SimdIsa isa, int threads, cpu::RowTiles row_tiles) {
   poison_outputs();
-  const AttentionArgs& args = problem_.args();
   core::Problem p;
-  if (Status st = core::validate_problem(args, &p); !st) return st;
-  const core::SplitParams split = api::split_params(p, api::EngineKind::cpu_fast);
-  if (Status st = core::validate_partial_slots(args, core::partial_slots(p, split)); !st) {
-    return st;
-  }
+  core::SplitParams split;
+  if (Status st = plan(api::EngineKind::cpu_fast, &p, &split); !st) return st;
   cpu::run_fast_with(isa, p, split, threads, row_tiles);
   return Status::ok();
 }

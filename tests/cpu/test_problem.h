@@ -15,6 +15,8 @@
 #include <vector>
 
 #include "api/engines.h"
+#include "core/problem.h"
+#include "core/split_plan.h"
 #include "cpu/fast.h"
 #include "cpu/fast_kernels.h"
 #include "mxattn/attention.h"
@@ -112,6 +114,9 @@ class TestProblem {
   bool row_sees_nothing(int64_t b, int64_t h, int64_t i) const;
 
  private:
+  // The validated problem and the split plan of engine `kind`, with the partials checked.
+  Status plan(api::EngineKind kind, core::Problem* p, core::SplitParams* split) const;
+
   Spec spec_;
   workload::Problem problem_;
 };
