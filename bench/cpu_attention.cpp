@@ -37,7 +37,7 @@
 #include "cli.h"
 #include "mxattn/attention.h"
 #include "mxattn/mx.h"
-#include "workload/workload.h"
+#include "workload/problem.h"
 
 namespace {
 
@@ -224,47 +224,33 @@ std::string dtype_name(DType t) {
   return std::string(mxattn::name_of(t));
 }
 
-// One KV cache (and its MX scales) of a case, in the case's layout.
+// One KV cache (and its MX scales) of a case: the problem's views, or the same views over copies
+// of their bytes.
 struct KvCache {
-  HostTensor k, v, k_scales, v_scales;
+  mxattn::TensorView k, v, k_scales, v_scales;
+  std::vector<HostTensor> copies;
 };
-
-// A [B, S, H, X] tensor stored as it is, or head-major as [B, H, S, X].
-HostTensor stored(const mxattn::TensorView& bshd, bool head_major) {
-  if (!head_major || !bshd.given()) return mxattn::bench::copy_of(bshd);
-  const int64_t b = bshd.shape[0], s = bshd.shape[1], h = bshd.shape[2], x = bshd.shape[3];
-  HostTensor out(bshd.dtype, {b, h, s, x});
-  const int64_t row = mxattn::contiguous_bytes(bshd.dtype, x).value_or(0);
-  const auto* from = static_cast<const std::byte*>(bshd.data);
-  auto* to = out.data<std::byte>();
-  for (int64_t i = 0; i < b; ++i)
-    for (int64_t j = 0; j < s; ++j)
-      for (int64_t k = 0; k < h; ++k)
-        std::memcpy(to + ((i * h + k) * s + j) * row, from + ((i * s + j) * h + k) * row,
-                    size_t(row));
-  return out;
-}
 
 // Another copy of a cache, at other addresses: what the timing needs of the copies that keep
 // every call reading memory, in a fraction of the time drawing new values took.
 KvCache copy_of(const KvCache& kv) {
-  return {mxattn::bench::copy_of(kv.k.view()), mxattn::bench::copy_of(kv.v.view()),
-          mxattn::bench::copy_of(kv.k_scales.view()), mxattn::bench::copy_of(kv.v_scales.view())};
+  KvCache out;
+  const auto copy = [&out](mxattn::TensorView v) {
+    if (!v.given()) return v;
+    out.copies.emplace_back(DType::e8m0, std::initializer_list<int64_t>{v.bytes});
+    std::memcpy(out.copies.back().view().data, v.data, size_t(v.bytes));
+    v.data = out.copies.back().view().data;
+    return v;
+  };
+  out.k = copy(kv.k);
+  out.v = copy(kv.v);
+  out.k_scales = copy(kv.k_scales);
+  out.v_scales = copy(kv.v_scales);
+  return out;
 }
 
 int64_t cache_bytes(const KvCache& kv) {
-  return kv.k.bytes() + kv.v.bytes() + kv.k_scales.bytes() + kv.v_scales.bytes();
-}
-
-// A cache tensor as the engine's [B, S, Hkv, ...] view: axes 1 and 2 swapped where it is stored
-// head-major.
-mxattn::TensorView bshd_view(const HostTensor& t, bool head_major) {
-  mxattn::TensorView v = t.view();
-  if (head_major && v.given()) {
-    std::swap(v.shape[1], v.shape[2]);
-    std::swap(v.stride[1], v.stride[2]);
-  }
-  return v;
+  return kv.k.bytes + kv.v.bytes + kv.k_scales.bytes + kv.v_scales.bytes;
 }
 
 // Query-key pairs that are visible (causal counts the lower triangle of a square problem).
@@ -296,26 +282,26 @@ using mxattn::bench::median;
 class Runner {
  public:
   Runner(const Case& c, int threads) : c_(c), threads_(threads) {
-    mxattn::workload::Config config;
-    config.batch = c.batch;
-    config.seq_q = c.seq_q;
-    config.seq_k = c.seq_k;
-    config.heads_q = c.heads_q;
-    config.heads_kv = c.heads_kv;
-    config.dim_qk = config.dim_v = c.dim;
-    config.q_format = c.q_type;
-    config.k_format = config.v_format = c.kv_type;
-    config.o_format = c.q_type == DType::f32 ? DType::f32 : DType::bf16;
-    config.causal = c.causal;
-    config.return_lse = false;
-    config.split_kv = mxattn::AttentionArgs{}.split.split_kv;  // what a caller gets by default
-    if (mxattn::Status st = mxattn::workload::Workload::build(config, &problem_); !st) {
+    mxattn::workload::Spec spec;
+    spec.batch = c.batch;
+    spec.seq_q = c.seq_q;
+    spec.seq_k = c.seq_k;
+    spec.heads_q = c.heads_q;
+    spec.heads_kv = c.heads_kv;
+    spec.dim_qk = spec.dim_v = c.dim;
+    spec.q_type = c.q_type;
+    spec.k_type = spec.v_type = c.kv_type;
+    spec.o_type = c.q_type == DType::f32 ? DType::f32 : DType::bf16;
+    spec.causal = c.causal;
+    spec.lse = false;
+    spec.split_kv = mxattn::AttentionArgs{}.split.split_kv;  // what a caller gets by default
+    spec.kv_head_major = c.head_major;
+    if (mxattn::Status st = mxattn::workload::Problem::build(spec, &problem_); !st) {
       std::fprintf(stderr, "mxattn_bench_cpu: %s: %s\n", c.name.c_str(), st.message().c_str());
       std::exit(1);
     }
     const mxattn::AttentionArgs& a = problem_.args();
-    caches_.push_back({stored(a.k, c.head_major), stored(a.v, c.head_major),
-                       stored(a.k_scales, c.head_major), stored(a.v_scales, c.head_major)});
+    caches_.push_back({a.k, a.v, a.k_scales, a.v_scales, {}});
     const int64_t one = cache_bytes(caches_[0]);
     if (c.kind == "decode") {
       while (int64_t(caches_.size()) * one < (int64_t(1) << 30)) {
@@ -332,10 +318,10 @@ class Runner {
   double run_ms(int call) const {
     const KvCache& kv = caches_[size_t(call) % caches_.size()];
     mxattn::AttentionArgs args = problem_.args();
-    args.k = bshd_view(kv.k, c_.head_major);
-    args.v = bshd_view(kv.v, c_.head_major);
-    args.k_scales = bshd_view(kv.k_scales, c_.head_major);
-    args.v_scales = bshd_view(kv.v_scales, c_.head_major);
+    args.k = kv.k;
+    args.v = kv.v;
+    args.k_scales = kv.k_scales;
+    args.v_scales = kv.v_scales;
     const auto t0 = Clock::now();
     const mxattn::Status st =
         mxattn::attention(args, mxattn::RunOptions{mxattn::Engine::cpu_fast, threads_});
@@ -350,7 +336,7 @@ class Runner {
  private:
   Case c_;
   int threads_;
-  mxattn::workload::Workload problem_;
+  mxattn::workload::Problem problem_;
   std::vector<KvCache> caches_;
   int64_t bytes_ = 0;
 };

@@ -1,9 +1,10 @@
 // Accuracy of MX attention (spec §9): the output of attention on quantized Q/K/V against the f64
 // reference on the unquantized inputs, for every MX element format, without and with the producer
-// transforms of spec §5 (Hadamard rotation of Q and K, K smoothing), beside bf16 and beside FP8
-// E4M3 with one scale per tensor (the FlashAttention-3 / cuDNN FP8 recipe), on Gaussian inputs and
-// on keys with a few large-magnitude channels. Everything goes through the public API, as a user's
-// code would. Prints a table and, with --json FILE, writes the same numbers as JSON.
+// transforms of spec §5 (Hadamard rotation of Q and K, K smoothing), beside bf16 and beside FP8 E4M3
+// with one scale per tensor (the FlashAttention-3 / cuDNN FP8 recipe), on Gaussian inputs and on
+// keys with a few large-magnitude channels. The problems come from the problem generator
+// (src/workload: the draws, the transforms, the storage), attention runs through the public API, as
+// a user's code calls it. Prints a table and, with --json FILE, writes the same numbers as JSON.
 //
 //   mxattn_mx_accuracy [--batch N] [--heads N] [--seq N] [--dim N] [--outlier X]
 //                      [--scale-mode floor|rceil] [--engine fast|reference] [--threads N]
@@ -14,17 +15,17 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <iostream>
 #include <optional>
-#include <random>
 #include <string>
 #include <vector>
 
 #include "bench_util.h"
 #include "cli.h"
+#include "core/metrics.h"
 #include "mxattn/attention.h"
 #include "mxattn/mx.h"
+#include "workload/problem.h"
 
 namespace {
 
@@ -43,11 +44,7 @@ struct Options {
 };
 
 // Error of O against the truth (spec §9): max abs error, relative L2 error, cosine similarity.
-struct ErrorMetrics {
-  double max_abs = 0;
-  double rel_l2 = 0;
-  double cosine = 1;
-};
+using mxattn::core::ErrorMetrics;
 
 // How Q, K and V are stored.
 enum class Storage {
@@ -87,30 +84,28 @@ constexpr Transform kTransforms[] = {
     {"rotation+smoothing", true, true},
 };
 
+// One kind of input: N(0, 1) Q, K and V drawn by the problem generator (src/workload) from the
+// seed; with `outlier` != 0, channel 3 of every 32-channel block of K carries that common offset,
+// so every MX block of a key holds one large channel.
 struct Inputs {
   std::string name;
-  HostTensor q, k, v;  // f32 [B, S, H, D]
-  HostTensor truth;    // f64 reference on exactly these values
+  float outlier = 0.0f;
+  HostTensor truth;  // f64 reference on exactly the unquantized values
 };
 
-// N(0, 1) values; with `outlier` != 0, channel 3 of every 32-channel block of K carries that
-// common offset (as src/workload does), so every MX block of a key holds one large channel.
-Inputs make_inputs(const Options& opt, const std::string& name, float outlier) {
-  Inputs in;
-  in.name = name;
-  std::vector<HostTensor*> tensors = {&in.q, &in.k, &in.v};
-  for (size_t stream = 0; stream < tensors.size(); ++stream) {
-    *tensors[stream] = HostTensor(DType::f32, {opt.batch, opt.seq, opt.heads, opt.dim});
-    std::mt19937_64 rng(uint64_t(opt.seed) * 3 + stream);
-    std::normal_distribution<float> normal(0.0f, 1.0f);
-    float* x = tensors[stream]->data<float>();
-    for (int64_t i = 0; i < tensors[stream]->numel(); ++i) x[i] = normal(rng);
-  }
-  float* k = in.k.data<float>();
-  for (int64_t row = 0; outlier != 0 && row < in.k.numel() / opt.dim; ++row) {
-    for (int64_t d = 3; d < opt.dim; d += mxattn::kMxBlock) k[row * opt.dim + d] += outlier;
-  }
-  return in;
+mxattn::workload::Spec input_spec(const Options& opt, float outlier) {
+  mxattn::workload::Spec s;
+  s.seed = uint64_t(opt.seed);
+  s.batch = opt.batch;
+  s.seq_q = s.seq_k = opt.seq;
+  s.heads_q = s.heads_kv = opt.heads;
+  s.dim_qk = s.dim_v = opt.dim;
+  s.o_type = DType::f32;
+  s.lse = false;
+  s.split_kv = mxattn::AttentionArgs{}.split.split_kv;  // what a caller gets by default
+  s.scale_mode = opt.scale_mode;
+  s.k_outlier = outlier;
+  return s;
 }
 
 [[noreturn]] void fail(const std::string& what, const mxattn::Status& st) {
@@ -130,20 +125,11 @@ float round_e4m3(float x) {
   return std::copysign(std::min(std::nearbyint(a / step) * step, kE4m3Max), x);
 }
 
-// x rounded to the nearest bf16 value, ties to even.
-uint16_t to_bf16(float x) {
-  uint32_t u = 0;
-  std::memcpy(&u, &x, sizeof u);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return uint16_t((u >> 16) | 0x40u);  // NaN stays NaN
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return uint16_t(u >> 16);
-}
-
 // The FlashAttention-3 / cuDNN FP8 recipe on a whole tensor: scale = amax / 448, every element
 // rounded to E4M3 at x / scale, dequantized back to f32 so that attention sees exactly what an FP8
 // kernel would multiply.
-void simulate_fp8_per_tensor(HostTensor& x) {
-  float* values = x.data<float>();
+void simulate_fp8_per_tensor(const mxattn::TensorView& x) {
+  float* values = static_cast<float*>(x.data);
   float amax = 0.0f;
   for (int64_t i = 0; i < x.numel(); ++i) amax = std::max(amax, std::fabs(values[i]));
   if (amax == 0.0f) return;
@@ -151,97 +137,45 @@ void simulate_fp8_per_tensor(HostTensor& x) {
   for (int64_t i = 0; i < x.numel(); ++i) values[i] = round_e4m3(values[i] / scale) * scale;
 }
 
-// One of Q, K, V as attention reads it.
-struct Operand {
-  HostTensor data, scales;
-};
-
-Operand store(const HostTensor& x, const Format& format, mxattn::ScaleMode mode) {
-  const mxattn::TensorView& v = x.view();
-  Operand out;
-  switch (format.storage) {
-    case Storage::plain:  // f32 as it is, or rounded to bf16
-      if (format.element == DType::f32) {
-        out.data = mxattn::bench::copy_of(v);
-        break;
-      }
-      out.data = HostTensor(DType::bf16, {v.shape[0], v.shape[1], v.shape[2], v.shape[3]});
-      for (int64_t i = 0; i < x.numel(); ++i) {
-        out.data.data<uint16_t>()[i] = to_bf16(x.data<float>()[i]);
-      }
-      break;
-    case Storage::fp8_per_tensor:
-      out.data = mxattn::bench::copy_of(v);
-      simulate_fp8_per_tensor(out.data);
-      break;
-    case Storage::mx:
-      out.data = HostTensor(format.element, {v.shape[0], v.shape[1], v.shape[2], v.shape[3]});
-      out.scales = HostTensor(DType::e8m0,
-                              {v.shape[0], v.shape[1], v.shape[2], v.shape[3] / mxattn::kMxBlock});
-      if (mxattn::Status st = mxattn::quantize(v, out.data.view(), out.scales.view(), 3, mode); !st)
-        fail(std::string("quantize to ") + format.name, st);
-      break;
-  }
-  return out;
-}
-
-HostTensor run_attention(const mxattn::AttentionArgs& partial_args, const Options& opt,
-                         mxattn::Engine engine) {
-  const mxattn::TensorView& q = partial_args.q;
-  HostTensor o(DType::f32, {q.shape[0], q.shape[1], q.shape[2], q.shape[3]});
-  mxattn::AttentionArgs args = partial_args;
-  args.o = o.view();
+void run_attention(const mxattn::AttentionArgs& args, const Options& opt, mxattn::Engine engine) {
   mxattn::RunOptions run;
   run.engine = engine;
   run.threads = int(opt.threads);
   if (mxattn::Status st = mxattn::attention(args, run); !st) fail("attention", st);
-  return o;
 }
 
-ErrorMetrics compare(const HostTensor& want, const HostTensor& got) {
-  double max_abs = 0, diff2 = 0, want2 = 0, got2 = 0, dot = 0;
-  for (int64_t i = 0; i < want.numel(); ++i) {
-    const double w = want.data<float>()[i], g = got.data<float>()[i];
-    max_abs = std::max(max_abs, std::fabs(g - w));
-    diff2 += (g - w) * (g - w);
-    want2 += w * w;
-    got2 += g * g;
-    dot += w * g;
-  }
-  ErrorMetrics m;
-  m.max_abs = max_abs;
-  m.rel_l2 = want2 > 0 ? std::sqrt(diff2 / want2) : std::sqrt(diff2);
-  m.cosine = want2 > 0 && got2 > 0 ? dot / std::sqrt(want2 * got2) : (want2 == got2 ? 1.0 : 0.0);
-  return m;
+mxattn::workload::Problem build(const mxattn::workload::Spec& spec) {
+  mxattn::workload::Problem p;
+  if (mxattn::Status st = mxattn::workload::Problem::build(spec, &p); !st) fail("problem", st);
+  return p;
+}
+
+// The reference on the unquantized inputs of `in`.
+void compute_truth(Inputs& in, const Options& opt) {
+  const mxattn::workload::Problem p = build(input_spec(opt, in.outlier));
+  in.truth = HostTensor(DType::f32, {opt.batch, opt.seq, opt.heads, opt.dim});
+  run_attention(p.unquantized_args(in.truth.view(), {}), opt, mxattn::Engine::cpu_reference);
 }
 
 // What a producer does before handing Q/K/V to attention: transform, then store in `format`.
 ErrorMetrics measure(const Inputs& in, const Format& format, const Transform& transform,
                      const Options& opt) {
-  HostTensor q = mxattn::bench::copy_of(in.q.view()), k = mxattn::bench::copy_of(in.k.view());
-  HostTensor k_mean(DType::f32, {opt.batch, opt.heads, opt.dim});
-  if (transform.rotate) {
-    if (mxattn::Status st = mxattn::hadamard_rotate(q.view()); !st) fail("rotate Q", st);
-    if (mxattn::Status st = mxattn::hadamard_rotate(k.view()); !st) fail("rotate K", st);
+  mxattn::workload::Spec spec = input_spec(opt, in.outlier);
+  spec.hadamard = transform.rotate;
+  spec.smooth_k = transform.smooth;
+  spec.q_type = spec.k_type = spec.v_type =
+      format.storage == Storage::fp8_per_tensor ? DType::f32 : format.element;
+  const mxattn::workload::Problem p = build(spec);
+  const mxattn::AttentionArgs& args = p.args();
+  if (format.storage == Storage::fp8_per_tensor) {
+    for (const mxattn::TensorView* x : {&args.q, &args.k, &args.v}) simulate_fp8_per_tensor(*x);
   }
-  if (transform.smooth) {
-    if (mxattn::Status st = mxattn::smooth_keys(k.view(), {}, k_mean.view()); !st)
-      fail("smooth K", st);
+  run_attention(args, opt, opt.engine);
+  mxattn::core::ErrorAccumulator acc;
+  for (int64_t i = 0; i < in.truth.numel(); ++i) {
+    acc.add(in.truth.data<float>()[i], static_cast<const float*>(args.o.data)[i]);
   }
-  const Operand sq = store(q, format, opt.scale_mode);
-  const Operand sk = store(k, format, opt.scale_mode);
-  const Operand sv = store(in.v, format, opt.scale_mode);
-  mxattn::AttentionArgs args;
-  args.q = sq.data.view();
-  args.k = sk.data.view();
-  args.v = sv.data.view();
-  if (format.storage == Storage::mx) {
-    args.q_scales = sq.scales.view();
-    args.k_scales = sk.scales.view();
-    args.v_scales = sv.scales.view();
-  }
-  if (transform.smooth) args.k_mean = k_mean.view();
-  return compare(in.truth, run_attention(args, opt, opt.engine));
+  return acc.result();
 }
 
 struct Row {
@@ -422,17 +356,14 @@ int main(int argc, char** argv) {
       opt.scale_mode == mxattn::ScaleMode::floor ? "floor" : "rceil",
       opt.engine == mxattn::Engine::cpu_fast ? "cpu_fast" : "cpu_reference", opt.outlier);
 
-  std::vector<Inputs> inputs;
-  inputs.push_back(make_inputs(opt, "gaussian", 0.0f));
-  inputs.push_back(make_inputs(opt, "k-outliers", float(opt.outlier)));
+  std::vector<Inputs> inputs(2);
+  inputs[0].name = "gaussian";
+  inputs[1].name = "k-outliers";
+  inputs[1].outlier = float(opt.outlier);
   std::vector<std::string> input_names;
   std::vector<Row> rows;
   for (Inputs& in : inputs) {
-    mxattn::AttentionArgs exact;
-    exact.q = in.q.view();
-    exact.k = in.k.view();
-    exact.v = in.v.view();
-    in.truth = run_attention(exact, opt, mxattn::Engine::cpu_reference);
+    compute_truth(in, opt);
     input_names.push_back(in.name);
     for (const Format& f : kFormats) {
       for (const Transform& t : kTransforms)

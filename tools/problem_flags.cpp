@@ -36,24 +36,30 @@ std::optional<std::vector<int32_t>> to_int32(const std::vector<int64_t>& values)
 
 }  // namespace
 
-ProblemFlags::ProblemFlags(FlagParser& flags, workload::Config* config)
-    : config_(config),
-      batch_(config->batch),
-      seq_q_(config->seq_q),
-      seq_k_(config->seq_k),
-      heads_q_(config->heads_q),
-      heads_kv_(config->heads_kv),
-      dim_qk_(config->dim_qk),
-      dim_v_(config->dim_v),
-      window_(config->window),
-      page_size_(config->page_size),
-      block_q_(config->block_q),
-      block_k_(config->block_k),
-      seed_(int64_t(config->seed)) {
-  workload::Config& c = *config;
+ProblemFlags::ProblemFlags(FlagParser& flags, workload::Spec* spec)
+    : spec_(spec),
+      batch_(spec->batch),
+      seq_q_(spec->seq_q),
+      seq_k_(spec->seq_k),
+      heads_q_(spec->heads_q),
+      heads_kv_(spec->heads_kv),
+      dim_qk_(spec->dim_qk),
+      dim_v_(spec->dim_v),
+      window_(spec->window),
+      page_size_(spec->page_size),
+      block_q_(spec->sparse() ? spec->block_q : 64),
+      block_k_(spec->sparse() ? spec->block_k : 64),
+      tile_m_(spec->tile_m),
+      tile_n_(spec->tile_n),
+      split_target_(spec->auto_target),
+      sparse_density_(spec->sparse() ? spec->sparse_density : 0.0),
+      seed_(int64_t(spec->seed)),
+      split_kv_(spec->split_kv == 0 ? "auto" : std::to_string(spec->split_kv)) {
+  workload::Spec& c = *spec;
   flags.add_int("batch", &batch_, "batch size B");
   flags.add_int("seq-len-q", &seq_q_, "query rows per sequence Sq");
-  flags.add_int("seq-len-k", &seq_k_, "keys per sequence Sk (paged: rounded up to whole pages)");
+  flags.add_int("seq-len-k", &seq_k_,
+                "keys per sequence Sk (paged: the last page's padding is never a key)");
   flags.add_int("num-heads-q", &heads_q_, "query heads Hq");
   flags.add_int("num-heads-kv", &heads_kv_, "key/value heads Hkv (Hq % Hkv == 0; any ratio)");
   flags.add_int("head-dim-qk", &dim_qk_, "head dim of Q and K");
@@ -74,20 +80,20 @@ ProblemFlags::ProblemFlags(FlagParser& flags, workload::Config* config)
   flags.add_int("split-target", &split_target_,
                 "--split-kv auto: key tiles per split (0: the engine's choice)");
   flags.add_bool("early-exit", &c.early_exit, "leave splits past the exact count unwritten");
-  flags.add_bool("return-lse", &c.return_lse, "also compute the log-sum-exp");
-  flags.add_choice("q-format", &c.q_format, input_formats(), "storage of Q");
-  flags.add_choice("k-format", &c.k_format, input_formats(), "storage of K");
-  flags.add_choice("v-format", &c.v_format, input_formats(), "storage of V");
-  flags.add_choice("v-scale-axis", &c.v_scale_axis,
+  flags.add_bool("return-lse", &c.lse, "also compute the log-sum-exp");
+  flags.add_choice("q-format", &c.q_type, input_formats(), "storage of Q");
+  flags.add_choice("k-format", &c.k_type, input_formats(), "storage of K");
+  flags.add_choice("v-format", &c.v_type, input_formats(), "storage of V");
+  flags.add_choice("v-scale-axis", &c.v_axis,
                    {{"head-dim", VScaleAxis::head_dim}, {"keys", VScaleAxis::keys}},
                    "axis of V's MX blocks");
   flags.add_choice("scale-mode", &c.scale_mode,
                    {{"floor", ScaleMode::floor}, {"rceil", ScaleMode::rceil}},
                    "MX scale exponent rule");
-  flags.add_choice("out-dtype", &c.o_format,
+  flags.add_choice("out-dtype", &c.o_type,
                    {{"f32", DType::f32}, {"f16", DType::f16}, {"bf16", DType::bf16}},
                    "storage of O");
-  flags.add_double("sparse-density", &c.sparse_density,
+  flags.add_double("sparse-density", &sparse_density_,
                    "block-sparse: share of key blocks listed per query block (0: dense)");
   flags.add_string("sparse-layout", &layout_path_, "FILE.npz",
                    "block-sparse layout from np.savez(FILE, row_ptr=..., col_idx=...): integer "
@@ -107,7 +113,7 @@ ProblemFlags::ProblemFlags(FlagParser& flags, workload::Config* config)
 }
 
 std::optional<int> ProblemFlags::finish(const FlagParser& flags) {
-  workload::Config& c = *config_;
+  workload::Spec& c = *spec_;
   c.batch = batch_;
   c.seq_q = seq_q_;
   c.seq_k = seq_k_;
@@ -117,8 +123,6 @@ std::optional<int> ProblemFlags::finish(const FlagParser& flags) {
   c.dim_v = dim_v_;
   c.window = window_;
   c.page_size = page_size_;
-  c.block_q = int32_t(block_q_);
-  c.block_k = int32_t(block_k_);
   c.tile_m = int32_t(tile_m_);
   c.tile_n = int32_t(tile_n_);
   if (split_target_ < 0 || split_target_ > 1'000'000)
@@ -203,6 +207,21 @@ std::optional<int> ProblemFlags::finish(const FlagParser& flags) {
       }
       *targets[i] = std::move(found->second);
     }
+  }
+
+  // Block-sparse: a random layout of the given density, or the layout from a file.
+  c.block_q = c.block_k = 0;
+  if (sparse_density_ > 0 && !layout_path_.empty()) {
+    return flags.usage_error(
+        "a given sparse layout and a random one (sparse density) are alternatives; give one");
+  }
+  if (sparse_density_ > 0 || !layout_path_.empty()) {
+    if (block_q_ < 1 || block_k_ < 1 || block_q_ > 1 << 30 || block_k_ > 1 << 30) {
+      return flags.usage_error("--block-q and --block-k must be powers of two in [16, 256]");
+    }
+    c.block_q = int32_t(block_q_);
+    c.block_k = int32_t(block_k_);
+    c.sparse_density = sparse_density_;
   }
   return std::nullopt;
 }

@@ -4,7 +4,7 @@
 #include <string>
 
 #include "mxattn/attention.h"
-#include "workload/workload.h"
+#include "workload/problem.h"
 
 namespace mxattn::tools {
 
@@ -19,12 +19,12 @@ struct RunSettings {
 // Builds the workload, runs it, prints the problem, time, GFLOP/s and GB/s, and with verify the
 // error of O and LSE against the f64 reference (and the quantization error apart). Returns the exit
 // code: 0 when every check passes, 1 when one fails.
-int run_problem(const workload::Config& config, const RunSettings& settings,
+int run_problem(const workload::Spec& spec, const RunSettings& settings,
                 const workload::Inputs& inputs = {});
 
 // Prints the split partition of the problem: per query tile the key-tile range of each split, the
 // exact counts, and the conservative per-row counts.
-int print_plan(const workload::Config& config, Engine engine, int64_t max_tiles,
+int print_plan(const workload::Spec& spec, Engine engine, int64_t max_tiles,
                const workload::Inputs& inputs = {});
 
 }  // namespace mxattn::tools

@@ -7,7 +7,7 @@ namespace {
 
 class CpuRunner final : public Runner {
  public:
-  CpuRunner(workload::Workload& w, Engine engine, int threads) : w_(w) {
+  CpuRunner(workload::Problem& w, Engine engine, int threads) : w_(w) {
     options_.engine = engine;
     options_.threads = threads;
   }
@@ -27,13 +27,13 @@ class CpuRunner final : public Runner {
   Status fetch_outputs() override { return Status::ok(); }
 
  private:
-  workload::Workload& w_;
+  workload::Problem& w_;
   RunOptions options_;
 };
 
 }  // namespace
 
-std::unique_ptr<Runner> make_cpu_runner(workload::Workload& w, Engine engine, int threads) {
+std::unique_ptr<Runner> make_cpu_runner(workload::Problem& w, Engine engine, int threads) {
   return std::make_unique<CpuRunner>(w, engine, threads);
 }
 

@@ -6,7 +6,7 @@
 #include <memory>
 
 #include "mxattn/attention.h"
-#include "workload/workload.h"
+#include "workload/problem.h"
 
 namespace mxattn::tools {
 
@@ -22,13 +22,13 @@ class Runner {
   virtual Status fetch_outputs() = 0;
 };
 
-std::unique_ptr<Runner> make_cpu_runner(workload::Workload& w, Engine engine, int threads);
+std::unique_ptr<Runner> make_cpu_runner(workload::Problem& w, Engine engine, int threads);
 
 // True when this build has the CUDA engine and the machine has a GPU.
 bool gpu_present();
 
 // The CUDA engines on a GPU mirror of `w`: prefill where api::choose_engine says so and it
 // supports the problem, else decode (unsupported problems give ErrorCode::unsupported).
-Status make_cuda_runner(workload::Workload& w, std::unique_ptr<Runner>* out);
+Status make_cuda_runner(workload::Problem& w, std::unique_ptr<Runner>* out);
 
 }  // namespace mxattn::tools

@@ -17,7 +17,7 @@ Status check(cudaError_t e, const char* what) {
 
 class CudaRunner final : public Runner {
  public:
-  explicit CudaRunner(workload::Workload& w) : w_(w) {}
+  explicit CudaRunner(workload::Problem& w) : w_(w) {}
   ~CudaRunner() override {
     if (start_) cudaEventDestroy(start_);
     if (stop_) cudaEventDestroy(stop_);
@@ -48,7 +48,7 @@ class CudaRunner final : public Runner {
   Status fetch_outputs() override { return device_.download_outputs(w_.args()); }
 
  private:
-  workload::Workload& w_;
+  workload::Problem& w_;
   cuda::DeviceArgs device_;
   api::CudaPlan plan_;
   cudaEvent_t start_ = nullptr, stop_ = nullptr;
@@ -65,7 +65,7 @@ bool gpu_present() {
   return count > 0;
 }
 
-Status make_cuda_runner(workload::Workload& w, std::unique_ptr<Runner>* out) {
+Status make_cuda_runner(workload::Problem& w, std::unique_ptr<Runner>* out) {
   auto runner = std::make_unique<CudaRunner>(w);
   if (Status st = runner->init(); !st) return st;
   *out = std::move(runner);

@@ -7,7 +7,7 @@ bool gpu_present() {
   return false;
 }
 
-Status make_cuda_runner(workload::Workload&, std::unique_ptr<Runner>*) {
+Status make_cuda_runner(workload::Problem&, std::unique_ptr<Runner>*) {
   return Status::unsupported("engine: this build of mxattn has no CUDA engine");
 }
 

@@ -1,4 +1,4 @@
-// `mxattn dist`: sequence-parallel attention (SPEC 8), started by `mpirun -np P mxattn dist ...`.
+// `mxattn dist`: sequence-parallel attention (spec §8), started by `mpirun -np P mxattn dist ...`.
 // Every rank builds the same problem from the seed and keeps its shard of the sequence; the ranks
 // run the forward all-to-all, attention on their heads and the reverse all-to-all, timed; rank 0
 // prints per-rank and total times and the bytes each all-to-all moved, and with --verify whether
@@ -22,7 +22,7 @@
 #include "mxattn/dist.h"
 #include "problem_flags.h"
 #include "verbs.h"
-#include "workload/workload.h"
+#include "workload/problem.h"
 
 namespace mxattn::tools {
 namespace {
@@ -156,10 +156,10 @@ struct Settings {
   std::vector<int64_t> q_lengths, kv_lengths;
 };
 
-void print_report(const Communicator& comm, const workload::Workload& w, const Settings& s,
+void print_report(const Communicator& comm, const workload::Problem& w, const Settings& s,
                   const std::vector<dist::ShardedStats>& ranks) {
   const int P = comm.size();
-  const workload::Config& c = w.config();
+  const workload::Spec& c = w.spec();
   const dist::HeadSlice heads = dist::head_slice(c.heads_q, c.heads_kv, P, 0);
   std::printf("problem: %s\n", w.describe().c_str());
   const Engine used = ranks[0].attention_engine;
@@ -211,15 +211,15 @@ void print_report(const Communicator& comm, const workload::Workload& w, const S
               attention * 1e3);
 }
 
-int run(const workload::Config& config, const workload::Inputs& inputs, Settings& s) {
+int run(const workload::Spec& spec, const workload::Inputs& inputs, Settings& s) {
   std::unique_ptr<Communicator> comm;
   if (Status st = make_communicator(s.backend, &comm); !st) {
     std::fprintf(stderr, "mxattn dist: %s\n", st.message().c_str());
     return kExitFailure;
   }
   const int P = comm->size(), me = comm->rank();
-  if (s.q_lengths.empty()) s.q_lengths = balanced_lengths(config.seq_q, P);
-  if (s.kv_lengths.empty()) s.kv_lengths = balanced_lengths(config.seq_k, P);
+  if (s.q_lengths.empty()) s.q_lengths = balanced_lengths(spec.seq_q, P);
+  if (s.kv_lengths.empty()) s.kv_lengths = balanced_lengths(spec.seq_k, P);
   for (const auto* lengths : {&s.q_lengths, &s.kv_lengths}) {
     if (int64_t(lengths->size()) != P) {
       if (me == 0) {
@@ -229,16 +229,16 @@ int run(const workload::Config& config, const workload::Inputs& inputs, Settings
       return kExitUsage;
     }
   }
-  workload::Workload w;
-  if (Status st = workload::Workload::build(config, &w, inputs); !st) {
+  workload::Problem w;
+  if (Status st = workload::Problem::build(spec, &w, inputs); !st) {
     if (me == 0) std::fprintf(stderr, "mxattn dist: %s\n", st.message().c_str());
     return kExitUsage;
   }
   const Shard q_rows = dist::contiguous_shards(s.q_lengths)[size_t(me)];
   const Shard kv_rows = dist::contiguous_shards(s.kv_lengths)[size_t(me)];
-  if (q_rows.end() > config.seq_q || kv_rows.end() > config.seq_k ||
-      dist::contiguous_shards(s.q_lengths).back().end() != config.seq_q ||
-      dist::contiguous_shards(s.kv_lengths).back().end() != config.seq_k) {
+  if (q_rows.end() > spec.seq_q || kv_rows.end() > spec.seq_k ||
+      dist::contiguous_shards(s.q_lengths).back().end() != spec.seq_q ||
+      dist::contiguous_shards(s.kv_lengths).back().end() != spec.seq_k) {
     if (me == 0) std::fprintf(stderr, "mxattn dist: the shards must add up to Sq and Sk\n");
     return kExitUsage;
   }
@@ -341,13 +341,9 @@ int verb_dist(int argc, char** argv) {
       "checks every rank's rows bit for bit. With --backend nccl (one GPU per rank) the ranks\n"
       "come from mpirun, or from MXATTN_NCCL_ID (see --print-nccl-id), MXATTN_RANK and\n"
       "MXATTN_WORLD_SIZE, or else it is one rank.");
-  workload::Config config;
-  config.seq_q = config.seq_k = 2048;
-  config.heads_q = 32;
-  config.heads_kv = 8;
-  config.q_format = DType::bf16;
-  config.k_format = config.v_format = DType::e4m3;
-  ProblemFlags problem(flags, &config);
+  workload::Spec spec = workload::decode_step();
+  spec.seq_q = spec.seq_k = 2048;
+  ProblemFlags problem(flags, &spec);
   Settings s;
   int64_t threads = 0, repeat = s.repeat;
   std::string send_q = "none", send_k = "none", send_v = "none";
@@ -406,8 +402,8 @@ int verb_dist(int argc, char** argv) {
                                "e3m2, e2m1) or none, not '" + send.text + "'");
     }
   }
-  s.quantization.mode = config.scale_mode;
-  return run(config, problem.inputs(), s);
+  s.quantization.mode = spec.scale_mode;
+  return run(spec, problem.inputs(), s);
 }
 
 }  // namespace mxattn::tools

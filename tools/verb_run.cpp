@@ -14,8 +14,8 @@ int verb_run(int argc, char** argv) {
       "relative L2 error and cosine of O and LSE against the f64 reference, PASS or FAIL.\n"
       "With no flags: a decode step, B=1 Hq=32 Hkv=8 D=128, 8192 cached keys, MXFP8 K/V,\n"
       "split-KV auto.");
-  workload::Config config;
-  ProblemFlags problem(flags, &config);
+  workload::Spec spec = workload::decode_step();
+  ProblemFlags problem(flags, &spec);
   RunSettings settings;
   int64_t threads = 0, repeat = 0;
   add_engine_flag(flags, &settings.engine);
@@ -28,7 +28,7 @@ int verb_run(int argc, char** argv) {
   if (threads < 0 || repeat < 0) return flags.usage_error("--threads and --repeat must be >= 0");
   settings.threads = int(threads);
   settings.repeat = int(repeat);
-  return run_problem(config, settings, problem.inputs());
+  return run_problem(spec, settings, problem.inputs());
 }
 
 }  // namespace mxattn::tools

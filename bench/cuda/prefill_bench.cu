@@ -24,7 +24,6 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <numeric>
 #include <optional>
 #include <random>
 #include <string>
@@ -35,6 +34,7 @@
 #include "cli.h"
 #include "mxattn/attention.h"
 #include "mxattn/cuda_prefill.h"
+#include "workload/data.h"
 
 namespace {
 
@@ -86,16 +86,9 @@ SparseBench make_sparse_layout(int64_t heads, int64_t seq, int32_t block, double
   const int64_t blocks = seq / block;
   sb.per_row = std::max<int64_t>(1, int64_t(double(blocks) * density));
   std::mt19937_64 rng(12345);
-  std::vector<int32_t> order(static_cast<size_t>(blocks));
   for (int64_t h = 0; h < heads; ++h) {
-    for (int64_t qb = 0; qb < blocks; ++qb) {
-      sb.row_ptr.push_back(int32_t(qb * sb.per_row));
-      std::iota(order.begin(), order.end(), 0);
-      std::shuffle(order.begin(), order.end(), rng);
-      std::sort(order.begin(), order.begin() + sb.per_row);
-      sb.col_idx.insert(sb.col_idx.end(), order.begin(), order.begin() + sb.per_row);
-    }
-    sb.row_ptr.push_back(int32_t(blocks * sb.per_row));
+    mxattn::workload::draw_fixed_count_rows(rng, blocks, blocks, sb.per_row, &sb.row_ptr,
+                                            &sb.col_idx);
   }
   return sb;
 }

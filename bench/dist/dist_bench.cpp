@@ -21,7 +21,7 @@
 #include "dist/report.h"
 #include "dist/slice.h"
 #include "mxattn/dist.h"
-#include "workload/workload.h"
+#include "workload/problem.h"
 
 namespace {
 
@@ -73,19 +73,19 @@ Status make_communicator(dist::Backend backend, std::unique_ptr<dist::Communicat
 // sequence can outgrow one rank's memory; median run of `repeat` after a warm-up.
 Status measure(dist::Communicator& comm, const Options& o, const Payload& payload, int64_t seq,
                Row* row) {
-  workload::Config c;
+  workload::Spec c = workload::decode_step();
   c.seq_q = c.seq_k = seq;
   c.heads_q = o.heads_q;
   c.heads_kv = o.heads_kv;
   c.dim_qk = c.dim_v = o.dim;
-  c.q_format = payload.q;
-  c.k_format = c.v_format = payload.kv;
-  c.o_format = DType::bf16;
+  c.q_type = payload.q;
+  c.k_type = c.v_type = payload.kv;
+  c.o_type = DType::bf16;
   c.causal = Causal::top_left;
   c.seed = uint64_t(comm.rank()) + 1;
-  workload::Workload w;
+  workload::Problem w;
   dist::PlacedShard placed;
-  Status ready = workload::Workload::build(c, &w);
+  Status ready = workload::Problem::build(c, &w);
   if (ready) ready = placed.place(comm, w.args());
   if (Status st = dist::agree_on(comm, ready); !st) return st;
   dist::SendQuantization sq;

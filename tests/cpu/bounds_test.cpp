@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "cpu/compare.h"
-#include "cpu/problem_gen.h"
 #include "cpu/runners.h"
+#include "cpu/test_problem.h"
 
 namespace mxattn::test {
 namespace {

@@ -9,7 +9,7 @@
 #include "base/host_tensor.h"
 #include "core/split_plan.h"
 #include "cpu/compare.h"
-#include "cpu/problem_gen.h"
+#include "cpu/test_problem.h"
 #include "mxattn/combine.h"
 
 namespace mxattn::test {

@@ -9,7 +9,7 @@
 #include <cstring>
 #include <vector>
 
-#include "cpu/problem_gen.h"
+#include "cpu/test_problem.h"
 
 namespace mxattn::test {
 

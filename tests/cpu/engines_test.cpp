@@ -18,8 +18,8 @@
 #endif
 
 #include "cpu/compare.h"
-#include "cpu/problem_gen.h"
 #include "cpu/runners.h"
+#include "cpu/test_problem.h"
 
 namespace mxattn::test {
 namespace {

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "cpu/fast.h"
-#include "cpu/problem_gen.h"
+#include "cpu/test_problem.h"
 
 namespace mxattn::cpu {
 

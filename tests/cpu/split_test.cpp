@@ -7,8 +7,8 @@
 #include <cstdint>
 
 #include "cpu/compare.h"
-#include "cpu/problem_gen.h"
 #include "cpu/runners.h"
+#include "cpu/test_problem.h"
 
 namespace mxattn::test {
 namespace {

@@ -14,7 +14,7 @@
 #include "core/problem.h"
 #include "core/split_plan.h"
 #include "cpu/compare.h"
-#include "cpu/problem_gen.h"
+#include "cpu/test_problem.h"
 #include "cuda/common/device_args.h"
 
 namespace mxattn::test {

@@ -14,7 +14,7 @@
 #include "api/engines.h"
 #include "core/plan.h"
 #include "core/problem.h"
-#include "cpu/problem_gen.h"
+#include "cpu/test_problem.h"
 #include "cuda/prefill/schedule.h"
 
 namespace mxattn::cuda::prefill {
@@ -41,7 +41,8 @@ test::Spec schedule_spec(uint64_t seed) {
   s.heads_kv = 1;
   s.heads_q = rng.uniform(1, 3);
   s.dim_qk = s.dim_v = 16;
-  s.prefix_offset.assign(size_t(s.batch), int32_t(rng.uniform(-s.seq_q / 2, s.seq_k)));
+  const int32_t offset = int32_t(rng.uniform(-s.seq_q / 2, s.seq_k));
+  if (s.causal == Causal::prefix) s.prefix_offset.assign(size_t(s.batch), offset);
   s.kv_len.clear();
   if (rng.uniform(0, 1) == 1) {
     for (int64_t b = 0; b < s.batch; ++b) s.kv_len.push_back(int32_t(rng.uniform(0, s.seq_k)));

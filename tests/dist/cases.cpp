@@ -31,7 +31,7 @@ std::vector<int64_t> random_lengths(std::mt19937_64& rng, int64_t total, int ran
 
 }  // namespace
 
-std::string Case::describe(const workload::Workload& w) const {
+std::string Case::describe(const workload::Problem& w) const {
   std::ostringstream s;
   s << w.describe() << " | shards q";
   for (int64_t n : q_lengths) s << " " << n;
@@ -47,7 +47,7 @@ std::string Case::describe(const workload::Workload& w) const {
 Case random_case(uint64_t seed, int ranks) {
   std::mt19937_64 rng(seed * 0x9e3779b97f4a7c15ull + 17);
   Case c;
-  workload::Config& w = c.config;
+  workload::Spec& w = c.spec;
   w.seed = seed;
   w.batch = pick<int64_t>(rng, {1, 2});
   w.heads_q = 12;
@@ -56,18 +56,18 @@ Case random_case(uint64_t seed, int ranks) {
   w.seq_q = rng() % 3 != 0 ? w.seq_k : 1 + int64_t(rng() % 70);
   w.dim_qk = pick<int64_t>(rng, {32, 64});
   w.dim_v = pick<int64_t>(rng, {32, 64});
-  w.q_format = pick(rng, {DType::f32, DType::bf16, DType::f16, DType::e4m3, DType::e2m1});
-  w.k_format = pick(rng, {DType::bf16, DType::e4m3, DType::e5m2, DType::e2m3, DType::e2m1});
-  w.v_format = pick(rng, {DType::f16, DType::e4m3, DType::e3m2, DType::e2m3, DType::e2m1});
-  w.o_format = pick(rng, {DType::f32, DType::bf16, DType::f16});
-  const bool v_keys = is_mx(w.v_format) && rng() % 3 == 0;
-  w.v_scale_axis = v_keys ? VScaleAxis::keys : VScaleAxis::head_dim;
+  w.q_type = pick(rng, {DType::f32, DType::bf16, DType::f16, DType::e4m3, DType::e2m1});
+  w.k_type = pick(rng, {DType::bf16, DType::e4m3, DType::e5m2, DType::e2m3, DType::e2m1});
+  w.v_type = pick(rng, {DType::f16, DType::e4m3, DType::e3m2, DType::e2m3, DType::e2m1});
+  w.o_type = pick(rng, {DType::f32, DType::bf16, DType::f16});
+  const bool v_keys = is_mx(w.v_type) && rng() % 3 == 0;
+  w.v_axis = v_keys ? VScaleAxis::keys : VScaleAxis::head_dim;
   w.scale_mode = pick(rng, {ScaleMode::floor, ScaleMode::rceil});
   w.causal = pick(rng, {Causal::none, Causal::top_left, Causal::bottom_right, Causal::prefix});
   if (w.causal == Causal::prefix) w.prefix_offset = {int32_t(rng() % 40)};
   if (rng() % 3 == 0) w.kv_len = {int32_t(rng() % uint64_t(w.seq_k + 1))};
   if (rng() % 4 == 0) w.window = int64_t(rng() % 50);
-  w.return_lse = rng() % 4 != 0;
+  w.lse = rng() % 4 != 0;
   if (rng() % 3 == 0) {
     w.sparse_density = 0.5;
     w.block_q = pick(rng, {16, 32, 64});
@@ -86,11 +86,11 @@ Case random_case(uint64_t seed, int ranks) {
 Case quantize_on_send_case(uint64_t seed, int ranks) {
   Case c = random_case(seed, ranks);
   std::mt19937_64 rng(seed);
-  workload::Config& w = c.config;
-  w.q_format = pick(rng, {DType::bf16, DType::f32});
-  w.k_format = pick(rng, {DType::bf16, DType::f32});
-  w.v_format = pick(rng, {DType::bf16, DType::f16});
-  w.v_scale_axis = rng() % 3 == 0 ? VScaleAxis::head_dim : VScaleAxis::keys;
+  workload::Spec& w = c.spec;
+  w.q_type = pick(rng, {DType::bf16, DType::f32});
+  w.k_type = pick(rng, {DType::bf16, DType::f32});
+  w.v_type = pick(rng, {DType::bf16, DType::f16});
+  w.v_axis = rng() % 3 == 0 ? VScaleAxis::head_dim : VScaleAxis::keys;
   c.kv_lengths = random_lengths(rng, w.seq_k, ranks, 1);
   if (rng() % 2 == 0) c.quantization.q = pick(rng, {DType::e4m3, DType::e2m3});
   c.quantization.k = pick(rng, {DType::e4m3, DType::e2m1});
@@ -102,9 +102,9 @@ Case quantize_on_send_case(uint64_t seed, int ranks) {
 Case mx_v_along_keys_case(uint64_t seed, int ranks) {
   Case c = random_case(seed, ranks);
   std::mt19937_64 rng(seed);
-  c.config.v_format = pick(rng, {DType::e2m1, DType::e3m2});
-  c.config.v_scale_axis = VScaleAxis::keys;
-  c.kv_lengths = random_lengths(rng, c.config.seq_k, ranks, kMxBlock);
+  c.spec.v_type = pick(rng, {DType::e2m1, DType::e3m2});
+  c.spec.v_axis = VScaleAxis::keys;
+  c.kv_lengths = random_lengths(rng, c.spec.seq_k, ranks, kMxBlock);
   return c;
 }
 
@@ -171,7 +171,7 @@ bool same_bytes(const TensorView& want, const TensorView& got) {
 
 Status quantize_whole(const AttentionArgs& plain, const Case& c, QuantizedWhole* out) {
   const dist::SendQuantization& sq = c.quantization;
-  const VScaleAxis v_axis = c.config.v_scale_axis;
+  const VScaleAxis v_axis = c.spec.v_axis;
   out->plain = plain;
   out->plain.v_scale_axis = v_axis;
   out->args = out->plain;

@@ -12,18 +12,18 @@
 
 #include "base/host_tensor.h"
 #include "mxattn/dist.h"
-#include "workload/workload.h"
+#include "workload/problem.h"
 
 namespace mxattn::test {
 
 struct Case {
-  workload::Config config;
+  workload::Spec spec = workload::decode_step();
   std::vector<int64_t> q_lengths;
   std::vector<int64_t> kv_lengths;
   Engine engine = Engine::cpu_reference;
   dist::SendQuantization quantization;
 
-  std::string describe(const workload::Workload& w) const;
+  std::string describe(const workload::Problem& w) const;
 };
 
 // Uneven (some empty) shards over `ranks`, GQA ratios with fewer KV heads than ranks, every

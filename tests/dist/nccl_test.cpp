@@ -92,8 +92,8 @@ TEST(NcclShardedAttention, OneGpuMatchesTheSingleProcessRun) {
   ASSERT_NE(comm, nullptr);
   for (uint64_t seed = 1; seed <= 12; ++seed) {
     const Case c = random_case(seed, 1);
-    workload::Workload w;
-    if (!workload::Workload::build(c.config, &w)) continue;
+    workload::Problem w;
+    if (!workload::Problem::build(c.spec, &w)) continue;
     SCOPED_TRACE(c.describe(w));
     expect_one_gpu_matches(*comm, c, w.args(), w.args());
   }
@@ -104,8 +104,8 @@ TEST(NcclShardedAttention, OneGpuQuantizeBeforeSendMatchesQuantizingTheWholeTens
   ASSERT_NE(comm, nullptr);
   for (uint64_t seed = 100; seed < 106; ++seed) {
     const Case c = quantize_on_send_case(seed, 1);
-    workload::Workload w;
-    if (!workload::Workload::build(c.config, &w)) continue;
+    workload::Problem w;
+    if (!workload::Problem::build(c.spec, &w)) continue;
     SCOPED_TRACE(c.describe(w));
     QuantizedWhole whole;
     ASSERT_TRUE(quantize_whole(w.args(), c, &whole));
@@ -122,16 +122,16 @@ TEST(NcclShardedAttention, OneGpuCudaEngineMatchesItsSingleProcessRun) {
   const std::unique_ptr<dist::Communicator> comm = one_gpu();
   ASSERT_NE(comm, nullptr);
   for (const Engine engine : {Engine::cuda, Engine::automatic}) {
-    workload::Config c;
+    workload::Spec c = workload::decode_step();
     c.seq_q = c.seq_k = 200;
     c.heads_q = 8;
     c.heads_kv = 2;
     c.dim_qk = c.dim_v = 128;
-    c.q_format = DType::bf16;
-    c.k_format = c.v_format = DType::e4m3;
+    c.q_type = DType::bf16;
+    c.k_type = c.v_type = DType::e4m3;
     c.causal = Causal::bottom_right;
-    workload::Workload w;
-    ASSERT_TRUE(workload::Workload::build(c, &w));
+    workload::Problem w;
+    ASSERT_TRUE(workload::Problem::build(c, &w));
     dist::PlacedShard whole;
     ASSERT_TRUE(whole.place(*comm, w.args()));
     RunOptions single;

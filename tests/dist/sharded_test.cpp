@@ -20,7 +20,7 @@
 #include "dist/world.h"
 #include "mxattn/dist.h"
 #include "mxattn/mx.h"
-#include "workload/workload.h"
+#include "workload/problem.h"
 
 namespace mxattn::test {
 namespace {
@@ -69,7 +69,7 @@ void expect_sharded_matches(dist::Communicator& comm, const Case& c, const Atten
         << "LSE differs from the run on the gathered tensors";
   }
   const bool head_invariant =
-      c.engine == Engine::cpu_reference || c.config.heads_kv % comm.size() == 0;
+      c.engine == Engine::cpu_reference || c.spec.heads_kv % comm.size() == 0;
   if (single && head_invariant) {
     EXPECT_TRUE(same_bytes(dist::token_rows(whole.o, q_rows).view(), shard.o))
         << "O differs from the whole run";
@@ -85,8 +85,8 @@ TEST_F(ShardedAttention, MatchesTheSingleProcessRunBitwise) {
   int64_t run = 0;
   for (uint64_t seed = 1; seed <= kCases; ++seed) {
     const Case c = random_case(seed, world().size());
-    workload::Workload w;
-    if (!workload::Workload::build(c.config, &w)) continue;  // the same verdict on every rank
+    workload::Problem w;
+    if (!workload::Problem::build(c.spec, &w)) continue;  // the same verdict on every rank
     ++run;
     expect_sharded_matches(world(), c, w.args(), w.args(), c.describe(w));
     if (!all_ranks(!::testing::Test::HasFailure())) break;
@@ -99,8 +99,8 @@ TEST_F(ShardedAttention, QuantizeBeforeSendMatchesQuantizingTheWholeTensor) {
   constexpr uint64_t kCases = 16;
   for (uint64_t seed = 100; seed < 100 + kCases; ++seed) {
     const Case c = quantize_on_send_case(seed, world().size());
-    workload::Workload plain;
-    if (!workload::Workload::build(c.config, &plain)) continue;
+    workload::Problem plain;
+    if (!workload::Problem::build(c.spec, &plain)) continue;
     QuantizedWhole whole;
     ASSERT_TRUE(quantize_whole(plain.args(), c, &whole));
     expect_sharded_matches(world(), c, whole.args, whole.plain, c.describe(plain));
@@ -116,8 +116,8 @@ TEST_F(ShardedAttention, GpuMemoryPathMatchesTheSingleProcessRun) {
     const bool quantized = seed % 2 == 0;
     const Case c =
         quantized ? quantize_on_send_case(seed, staged.size()) : random_case(seed, staged.size());
-    workload::Workload w;
-    if (!workload::Workload::build(c.config, &w)) continue;
+    workload::Problem w;
+    if (!workload::Problem::build(c.spec, &w)) continue;
     QuantizedWhole whole;
     if (quantized) {
       ASSERT_TRUE(quantize_whole(w.args(), c, &whole));
@@ -139,8 +139,8 @@ TEST_F(ShardedAttention, GatheredInputsAreTheWholeTensorsHeads) {
     const bool quantized = seed % 2 == 0;
     const Case c = quantized ? quantize_on_send_case(seed, world().size())
                              : mx_v_along_keys_case(seed, world().size());
-    workload::Workload w;
-    if (!workload::Workload::build(c.config, &w)) continue;
+    workload::Problem w;
+    if (!workload::Problem::build(c.spec, &w)) continue;
     SCOPED_TRACE(c.describe(w));
     QuantizedWhole whole;
     if (quantized) {
@@ -166,18 +166,18 @@ TEST_F(ShardedAttention, GatheredInputsAreTheWholeTensorsHeads) {
 // MX payloads (with their scales) are smaller than bf16.
 TEST_F(ShardedAttention, CountsTheBytesEachAllToAllMoves) {
   const int ranks = world().size(), me = world().rank();
-  workload::Config w;
+  workload::Spec w = workload::decode_step();
   w.batch = 1;
   w.seq_q = w.seq_k = 96;
   w.heads_q = 12;
   w.heads_kv = 12;
   w.dim_qk = w.dim_v = 64;
-  w.q_format = w.k_format = w.v_format = w.o_format = DType::bf16;
+  w.q_type = w.k_type = w.v_type = w.o_type = DType::bf16;
   std::vector<int64_t> bf16_bytes, mx_bytes;
   for (const DType kv : {DType::bf16, DType::e4m3}) {
-    w.k_format = w.v_format = kv;
-    workload::Workload problem;
-    ASSERT_TRUE(workload::Workload::build(w, &problem));
+    w.k_type = w.v_type = kv;
+    workload::Problem problem;
+    ASSERT_TRUE(workload::Problem::build(w, &problem));
     std::vector<int64_t> lengths(size_t(ranks), 96 / ranks);
     lengths.back() += 96 % ranks;
     const std::vector<Shard> shards = dist::contiguous_shards(lengths);
@@ -213,13 +213,13 @@ std::vector<int64_t> forty_rows(int ranks) {
 
 TEST_F(ShardedAttention, OneRanksBadShardFailsEveryRank) {
   const int me = world().rank();
-  workload::Config w;
+  workload::Spec w = workload::decode_step();
   w.seq_q = w.seq_k = 40;
   w.heads_q = 12;
   w.heads_kv = 4;
   w.dim_qk = w.dim_v = 32;
-  workload::Workload problem;
-  ASSERT_TRUE(workload::Workload::build(w, &problem));
+  workload::Problem problem;
+  ASSERT_TRUE(workload::Problem::build(w, &problem));
   const Shard rows = dist::contiguous_shards(forty_rows(world().size()))[size_t(me)];
   dist::ShardStorage storage;
   AttentionArgs shard;
@@ -241,14 +241,14 @@ TEST_F(ShardedAttention, OneRanksBadShardFailsEveryRank) {
 
 TEST_F(ShardedAttention, MxVAlongKeysFromUnalignedShardsIsRefusedClearly) {
   if (world().size() < 2) GTEST_SKIP() << "needs two ranks";
-  workload::Config w;
+  workload::Spec w = workload::decode_step();
   w.seq_q = w.seq_k = 70;
   w.heads_q = 12;
   w.heads_kv = 2;
   w.dim_qk = w.dim_v = 32;
-  w.v_format = DType::bf16;
-  workload::Workload problem;
-  ASSERT_TRUE(workload::Workload::build(w, &problem));
+  w.v_type = DType::bf16;
+  workload::Problem problem;
+  ASSERT_TRUE(workload::Problem::build(w, &problem));
   // Rank 1's keys start at key 35, inside block 1; each rank quantized its own V along its keys.
   std::vector<int64_t> lengths(size_t(world().size()), 0);
   lengths[0] = 35;
@@ -273,13 +273,13 @@ TEST_F(ShardedAttention, MxVAlongKeysFromUnalignedShardsIsRefusedClearly) {
 
 TEST_F(ShardedAttention, QueryHeadsMustSplitOverTheRanks) {
   if (world().size() < 3) GTEST_SKIP() << "needs three ranks";
-  workload::Config w;
+  workload::Spec w = workload::decode_step();
   w.seq_q = w.seq_k = 16;
   w.heads_q = 2;
   w.heads_kv = 1;
   w.dim_qk = w.dim_v = 32;
-  workload::Workload problem;
-  ASSERT_TRUE(workload::Workload::build(w, &problem));
+  workload::Problem problem;
+  ASSERT_TRUE(workload::Problem::build(w, &problem));
   std::vector<int64_t> lengths(size_t(world().size()), 0);
   lengths[0] = 16;
   const Shard mine = dist::contiguous_shards(lengths)[size_t(world().rank())];

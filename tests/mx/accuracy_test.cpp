@@ -11,7 +11,7 @@
 #include "base/host_tensor.h"
 #include "core/metrics.h"
 #include "mxattn/attention.h"
-#include "workload/workload.h"
+#include "workload/problem.h"
 
 namespace mxattn {
 namespace {
@@ -20,9 +20,9 @@ namespace {
 // larger than the rest, as real keys have.
 constexpr float kOutlierOffset = 20.0f;
 
-core::ErrorMetrics quantization_error(const workload::Config& config) {
-  workload::Workload w;
-  const Status built = workload::Workload::build(config, &w);
+core::ErrorMetrics quantization_error(const workload::Spec& config) {
+  workload::Problem w;
+  const Status built = workload::Problem::build(config, &w);
   EXPECT_TRUE(built) << built.message();
   RunOptions reference;
   reference.engine = Engine::cpu_reference;
@@ -39,20 +39,20 @@ core::ErrorMetrics quantization_error(const workload::Config& config) {
   return acc.result();
 }
 
-workload::Config small_problem(DType format, uint64_t seed) {
-  workload::Config c;
+workload::Spec small_problem(DType format, uint64_t seed) {
+  workload::Spec c;
   c.seq_q = c.seq_k = 256;
   c.heads_q = c.heads_kv = 2;
   c.dim_qk = c.dim_v = 128;
-  c.q_format = c.k_format = c.v_format = format;
-  c.o_format = DType::f32;
-  c.return_lse = false;
+  c.q_type = c.k_type = c.v_type = format;
+  c.o_type = DType::f32;
+  c.lse = false;
   c.seed = seed;
   return c;
 }
 
-std::string trace(const workload::Config& c) {
-  return std::string(name_of(c.k_format)) + (c.hadamard ? " hadamard" : "") +
+std::string trace(const workload::Spec& c) {
+  return std::string(name_of(c.k_type)) + (c.hadamard ? " hadamard" : "") +
          (c.smooth_k ? " smooth-k" : "") + " seed=" + std::to_string(c.seed);
 }
 
@@ -71,7 +71,7 @@ constexpr Bound kGaussianBounds[] = {
 TEST(MxAccuracy, GaussianInputsStayWithinTheMantissaBound) {
   for (const Bound& b : kGaussianBounds) {
     for (const bool hadamard : {false, true}) {
-      workload::Config c = small_problem(b.format, 11);
+      workload::Spec c = small_problem(b.format, 11);
       c.hadamard = hadamard;
       SCOPED_TRACE(trace(c));
       const core::ErrorMetrics m = quantization_error(c);
@@ -86,10 +86,10 @@ TEST(MxAccuracy, GaussianInputsStayWithinTheMantissaBound) {
 // ones (issue 5's target: within 1.2x), where without it the outlier sets every block's scale.
 TEST(MxAccuracy, SmoothingRestoresGaussianAccuracyOnOutlierKeys) {
   for (const DType format : {DType::e4m3, DType::e2m1}) {
-    workload::Config gaussian = small_problem(format, 23);
-    workload::Config outliers = gaussian;
+    workload::Spec gaussian = small_problem(format, 23);
+    workload::Spec outliers = gaussian;
     outliers.k_outlier = kOutlierOffset;
-    workload::Config smoothed = outliers;
+    workload::Spec smoothed = outliers;
     smoothed.smooth_k = true;
     SCOPED_TRACE(trace(smoothed));
     const double plain_error = quantization_error(gaussian).rel_l2;

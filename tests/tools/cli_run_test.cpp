@@ -160,6 +160,45 @@ TEST(CliRun, PlanPrintsTheChosenEnginesPartition) {
   EXPECT_NE(cpu.out.find("engine:  cpu-fast"), std::string::npos) << cpu.out;
 }
 
+// A --kv-len outside [0, Sk] is refused by name, exit 2, before the generator writes anything
+// (it once poisoned memory past the end of the cache).
+TEST(CliRun, KvLenOutsideTheKeysIsAUsageError) {
+  const TempDir dir("cli_kv_len");
+  for (const char* lengths : {"100", "-1", "64,65"}) {
+    for (const char* verb : {"run --repeat 1", "plan"}) {
+      SCOPED_TRACE(std::string(verb) + " --kv-len " + lengths);
+      const CommandResult bad =
+          run_cli(dir, std::string(verb) + " --batch 2 --seq-len-k 64 --kv-len " + lengths +
+                           " --num-heads-q 2 --num-heads-kv 1 --engine cpu");
+      EXPECT_EQ(bad.exit_code, 2);
+      EXPECT_TRUE(is_one_line(bad.err)) << bad.err;
+      EXPECT_NE(bad.err.find("kv_len["), std::string::npos) << bad.err;
+      EXPECT_NE(bad.err.find("is outside [0, 64]"), std::string::npos) << bad.err;
+    }
+  }
+}
+
+// A paged cache whose last page is partly padding: the padding (poisoned) is never a key, so the
+// outputs are finite and --verify passes on them, for every engine the CPU build has.
+TEST(CliRun, PagePaddingIsNeverAKey) {
+  const TempDir dir("cli_paged");
+  for (const char* engine : {"cpu", "reference"}) {
+    for (const char* keys : {"7", "40"}) {
+      SCOPED_TRACE(std::string(engine) + " --seq-len-k " + keys);
+      const CommandResult got =
+          run_cli(dir, std::string("run --paged 32 --seq-len-k ") + keys +
+                           " --num-heads-q 4 --num-heads-kv 2 --repeat 1 --engine " + engine);
+      EXPECT_EQ(got.exit_code, 0) << got.out << got.err;
+      EXPECT_NE(got.out.find(std::string("Sk=") + keys + " "), std::string::npos) << got.out;
+      // NaN outputs leave nothing finite to compare: the errors would read exactly 0.
+      EXPECT_EQ(got.out.find("O    max_abs 0.000e+00  rel_l2 0.000e+00"), std::string::npos)
+          << got.out;
+      EXPECT_EQ(got.out.find("inputs): rel_l2 0.000e+00"), std::string::npos) << got.out;
+      EXPECT_NE(got.out.find("result:  PASS"), std::string::npos) << got.out;
+    }
+  }
+}
+
 void fill(base::HostTensor& x, uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::normal_distribution<float> normal;
