@@ -38,7 +38,7 @@ BUILD="${BUILD:-build/device}"
 WORK="$(mktemp -d)"
 JOBS="$(nproc)"
 SECTIONS=(build gpu_tests prefill_bench decode_bench sanitizer dist python cpu_bench)
-DECODE_FILTER='KvTypes/CudaDecodeSanitized.*:CudaDecode.NarrowMx*:CudaDecode.ManyQueryTiles*:CudaDecode.ManySplitsCombine*:CudaDecode.RowsThatSeeNothing*:CudaDecode.GraphReplay*:CudaKvFormat.E8m0*:CudaWriteKv.*:CudaQuantize.*'
+DECODE_FILTER='KvTypes/CudaDecodeSanitized.*:CudaDecode.NarrowMx*:CudaDecode.ManyQueryTiles*:CudaDecode.ManySplitsCombine*:CudaDecode.RowsThatSeeNothing*:CudaDecode.GraphReplay*:CudaKvFormat.E8m0*:CudaWriteKv.*:CudaQuantize.*:CudaCombine.*:CudaMergeStates.*'
 PREFILL_FILTER='Types/CudaPrefillSanitized.*:CudaPrefillFeaturesSanitized.*:CudaPrefill.RowsThatSeeNothing*'
 NCCL_FILTER='NcclShardedAttention.OneGpuCudaEngine*'
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1

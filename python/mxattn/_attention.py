@@ -252,11 +252,14 @@ class DecodePlan:
         return self._outputs.result()
 
 
-def combine(partials, lses, counts, *, out=None, out_dtype=None, return_lse=False, threads=0):
-    """spec §3's NaN-safe merge of split partials on the host: partials [S, B, Sq, Hq, Dv] (f32,
-    f16 or bf16), lses f32 [S, B, Hq, Sq] (natural log), counts int32 [B, Hq, Sq] (splits to read
-    per row; splits at or past a row's count are never read). Returns O [B, Sq, Hq, Dv] (and LSE
-    [B, Hq, Sq] with return_lse) in the framework of `partials`."""
+def combine(partials, lses, counts, *, out=None, out_dtype=None, return_lse=False, threads=0,
+            stream=None):
+    """spec §3's NaN-safe merge of split partials, on the host or the GPU holding them: partials
+    [S, B, Sq, Hq, Dv] (f32, f16 or bf16), lses f32 [S, B, Hq, Sq] (natural log), counts int32
+    [B, Hq, Sq] (splits to read per row; splits at or past a row's count are never read; on a GPU
+    counts are clamped to [0, S]). Returns O [B, Sq, Hq, Dv] (and LSE [B, Hq, Sq] with return_lse)
+    in the framework of `partials`. On a GPU the work is queued on `stream` (default: the
+    framework's current stream)."""
     partial_array, partial_type = _arrays.transport("partials", partials)
     lse_array, _ = _arrays.transport("lses", lses)
     counts_array, _ = _arrays.transport("counts", counts)
@@ -271,8 +274,32 @@ def combine(partials, lses, counts, *, out=None, out_dtype=None, return_lse=Fals
     lse = None
     if return_lse:
         lse = _arrays.empty_like_framework(partials, (shape[1], shape[3], shape[2]), "f32")
+    if stream is None:
+        stream = _arrays.current_stream(partials, _arrays.device_of(partials)[0])
     _mxattn.combine(partial_array, partial_type, lse_array, counts_array, out_array, out_type,
-                    None if lse is None else _arrays.transport("lse", lse)[0], int(threads))
+                    None if lse is None else _arrays.transport("lse", lse)[0], int(threads),
+                    int(stream))
     if lse is None:
         return _arrays.to_framework_of(partials, out)
     return _arrays.to_framework_of(partials, out), _arrays.to_framework_of(partials, lse)
+
+
+def merge_states(o_a, lse_a, o_b, lse_b, *, out=None, out_lse=None, stream=None):
+    """Merges two attention states over disjoint key sets into the state over their union (spec
+    §3's combine of two splits): o_a, o_b [N, H, D] (f32, f16 or bf16) with their LSE f32 [N, H]
+    (natural log; -inf for a row that saw no key), e.g. attention over a shared prefix and over
+    each sequence's suffix (cascade). Returns (O, LSE) in o_a's framework and memory; out and
+    out_lse may be o_a and lse_a (in place)."""
+    a, a_type = _arrays.transport("o_a", o_a)
+    b, b_type = _arrays.transport("o_b", o_b)
+    if out is None:
+        out = _arrays.empty_like_framework(o_a, tuple(o_a.shape), a_type)
+    if out_lse is None:
+        out_lse = _arrays.empty_like_framework(o_a, tuple(lse_a.shape), "f32")
+    out_array, out_type = _arrays.transport("out", out)
+    if stream is None:
+        stream = _arrays.current_stream(o_a, _arrays.device_of(o_a)[0])
+    _mxattn.merge_states(a, a_type, _arrays.transport("lse_a", lse_a)[0], b, b_type,
+                         _arrays.transport("lse_b", lse_b)[0], out_array, out_type,
+                         _arrays.transport("out_lse", out_lse)[0], int(stream))
+    return _arrays.to_framework_of(o_a, out), _arrays.to_framework_of(o_a, out_lse)

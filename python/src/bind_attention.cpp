@@ -166,8 +166,8 @@ nb::dict split_plan(const CallArgs& call, const std::string& engine) {
 
 void combine_partials(const InputArray& partial_o, const std::string& partial_o_type,
                       const InputArray& partial_lse, const InputArray& counts, const OutputArray& o,
-                      const std::string& o_type, const std::optional<OutputArray>& lse,
-                      int threads) {
+                      const std::string& o_type, const std::optional<OutputArray>& lse, int threads,
+                      uintptr_t stream) {
   CombineArgs a;
   a.partial_o = view_of("partial_o", partial_o, parse_element_type("partial_o", partial_o_type));
   a.partial_lse = view_of("partial_lse", partial_lse, DType::f32);
@@ -183,18 +183,43 @@ void combine_partials(const InputArray& partial_o, const std::string& partial_o_
                 {"counts", counts.device_type(), counts.device_id()},
                 {"o", o.device_type(), o.device_id()},
                 {"lse", lse ? lse->device_type() : 1, lse ? lse->device_id() : 0}};
+  Placement where = placement_of(placed[0].device_type, placed[0].device_id, placed[0].name);
   for (const auto& p : placed) {
-    if (placement_of(p.device_type, p.device_id, p.name).on_gpu) {
-      raise_if_failed(
-          Status::unsupported(std::string(p.name) +
-                              ": combine runs on the host; the GPU combine runs inside a "
-                              "decode step"));
+    if (!(placement_of(p.device_type, p.device_id, p.name) == where)) {
+      raise_if_failed(Status::invalid(std::string(p.name) + " is not on " + where.describe() +
+                                      " with partial_o; pass them all on one device"));
     }
   }
   Status status;
   {
     nb::gil_scoped_release released;
-    status = combine(a, RunOptions{Engine::cpu_fast, threads, nullptr});
+    const auto work = [&] {
+      return combine(a, RunOptions{Engine::automatic, threads, reinterpret_cast<void*>(stream)});
+    };
+    status = where.on_gpu ? on_device(where.device_id, work) : work();
+  }
+  raise_if_failed(status);
+}
+
+void merge_state_arrays(const InputArray& o_a, const std::string& o_a_type, const InputArray& lse_a,
+                        const InputArray& o_b, const std::string& o_b_type, const InputArray& lse_b,
+                        const OutputArray& o, const std::string& o_type,
+                        const std::optional<OutputArray>& lse, uintptr_t stream) {
+  MergeArgs a;
+  a.o_a = view_of("o_a", o_a, parse_element_type("o_a", o_a_type));
+  a.lse_a = view_of("lse_a", lse_a, DType::f32);
+  a.o_b = view_of("o_b", o_b, parse_element_type("o_b", o_b_type));
+  a.lse_b = view_of("lse_b", lse_b, DType::f32);
+  a.o = view_of("out", o, parse_element_type("out", o_type));
+  if (lse) a.lse = view_of("out_lse", *lse, DType::f32);
+  const Placement where = placement_of(o_a, "o_a");
+  Status status;
+  {
+    nb::gil_scoped_release released;
+    const auto work = [&] {
+      return merge_states(a, RunOptions{Engine::automatic, 0, reinterpret_cast<void*>(stream)});
+    };
+    status = where.on_gpu ? on_device(where.device_id, work) : work();
   }
   raise_if_failed(status);
 }
@@ -240,7 +265,10 @@ void bind_attention(nb::module_& m) {
   m.def("split_plan", &split_plan, nb::arg("call"), nb::arg("engine"));
   m.def("combine", &combine_partials, nb::arg("partial_o"), nb::arg("partial_o_type"),
         nb::arg("partial_lse"), nb::arg("counts"), nb::arg("o"), nb::arg("o_type"),
-        nb::arg("lse").none(), nb::arg("threads"));
+        nb::arg("lse").none(), nb::arg("threads"), nb::arg("stream"));
+  m.def("merge_states", &merge_state_arrays, nb::arg("o_a"), nb::arg("o_a_type"), nb::arg("lse_a"),
+        nb::arg("o_b"), nb::arg("o_b_type"), nb::arg("lse_b"), nb::arg("o"), nb::arg("o_type"),
+        nb::arg("lse").none(), nb::arg("stream"));
 }
 
 }  // namespace mxattn::python

@@ -171,3 +171,18 @@ def test_jax_cpu_arrays_come_back_as_jax(rng, monkeypatch):
     assert isinstance(o, jax.Array)
     want, _ = reference.attention(q, k, v, causal="top_left")
     assert_close(np.asarray(o), want, 2e-5)
+
+
+def test_merge_states_of_two_key_halves_is_attention_over_all_keys(rng):
+    # Cascade: attention over a shared prefix and over the suffix, merged, is attention over both.
+    q = rng.standard_normal((1, 3, 4, 64), dtype=np.float32)
+    k = rng.standard_normal((1, 90, 2, 64), dtype=np.float32)
+    v = rng.standard_normal((1, 90, 2, 64), dtype=np.float32)
+    o_a, lse_a = mxattn.attention(q, k[:, :50], v[:, :50], return_lse=True)
+    o_b, lse_b = mxattn.attention(q, k[:, 50:], v[:, 50:], return_lse=True)
+    # [B, Sq, H, D] and [B, H, Sq] as token-major states [N, H, D], [N, H].
+    o, lse = mxattn.merge_states(o_a[0], np.ascontiguousarray(lse_a[0].T), o_b[0],
+                                 np.ascontiguousarray(lse_b[0].T))
+    want, want_lse = mxattn.attention(q, k, v, return_lse=True)
+    np.testing.assert_allclose(o, want[0], rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(lse, want_lse[0].T, rtol=1e-5, atol=1e-5)

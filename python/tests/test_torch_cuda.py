@@ -191,3 +191,47 @@ def test_cupy_arrays_come_back_as_cupy():
     assert isinstance(o, cupy.ndarray)
     want = sdpa(*(torch.from_dlpack(x) for x in (q, k, v)))
     assert_close(torch.from_dlpack(o), want, 2e-3)
+
+
+@pytest.mark.parametrize("fmt", ["e4m3", "e2m1"])
+def test_quantize_and_write_kv_on_the_gpu_give_the_hosts_bits(fmt):
+    gen = generator(21)
+    x = randn(gen, 2, 100, 4, 64)
+    data, scales = mxattn.quantize(x, fmt)
+    host_data, host_scales = mxattn.quantize(x.cpu(), fmt)
+    assert data.is_cuda and torch.equal(data.cpu(), host_data)
+    assert torch.equal(scales.cpu(), host_scales)
+    v_data, v_scales = mxattn.quantize(x, fmt, axis=1)  # [B, H, S/32, D]: attention's layout
+    assert v_scales.shape == (2, 4, 4, 64)
+    assert torch.equal(v_scales.cpu(), mxattn.quantize(x.cpu(), fmt, axis=1)[1])
+
+    k, v = randn(gen, 30, 4, 64), randn(gen, 30, 4, 64)
+    slots = torch.randperm(48, device="cuda")[:30]
+    slots[5] = -1
+    width = 64 * (8 if fmt == "e4m3" else 4) // 8
+    caches = [torch.zeros(3, 16, 4, width, dtype=torch.uint8, device="cuda") for _ in range(2)]
+    cache_scales = [torch.zeros(3, 16, 4, 2, dtype=torch.uint8, device="cuda") for _ in range(2)]
+    mxattn.write_kv(k, v, *caches, slots, k_scales=cache_scales[0], v_scales=cache_scales[1],
+                    format=fmt)
+    host = [c.cpu().zero_() for c in caches + cache_scales]
+    mxattn.write_kv(k.cpu(), v.cpu(), host[0], host[1], slots.cpu(), k_scales=host[2],
+                    v_scales=host[3], format=fmt)
+    for got, want in zip(caches + cache_scales, host):
+        assert torch.equal(got.cpu(), want)
+
+
+def test_combine_and_merge_states_on_the_gpu():
+    gen = generator(31)
+    q = randn(gen, 1, 1, 8, 128)
+    k, v = randn(gen, 1, 3000, 2, 128), randn(gen, 1, 3000, 2, 128)
+    o, lse, parts, part_lse, counts = mxattn.attention(
+        q, k, v, split_kv="auto", return_lse=True, return_partials=True, out_dtype="f32")
+    merged = mxattn.combine(parts, part_lse, counts)
+    assert merged.is_cuda
+    assert_close(merged, o, 1e-5)
+    o_a, lse_a = mxattn.attention(q, k[:, :1000], v[:, :1000], return_lse=True, out_dtype="f32")
+    o_b, lse_b = mxattn.attention(q, k[:, 1000:], v[:, 1000:], return_lse=True, out_dtype="f32")
+    both, both_lse = mxattn.merge_states(o_a[0], lse_a[0].T.contiguous(), o_b[0],
+                                         lse_b[0].T.contiguous())
+    assert_close(both, o[0], 1e-4)
+    assert_close(both_lse, lse[0].T, 1e-4)

@@ -2,6 +2,7 @@
 #include "mxattn/attention.h"
 
 #include "api/engines.h"
+#include "api/placement.h"
 #include "core/plan.h"
 #include "core/problem.h"
 #include "core/validate.h"
@@ -9,6 +10,7 @@
 #include "mxattn/combine.h"
 #if MXATTN_WITH_CUDA
 #include "api/cuda_plan.h"
+#include "cuda/combine/combine.h"
 #endif
 
 namespace mxattn {
@@ -43,8 +45,53 @@ Status attention(const AttentionArgs& args, const RunOptions& options) {
 }
 
 Status combine(const CombineArgs& args, const RunOptions& options) {
-  if (Status st = core::validate_combine(args); !st) return st;
+  bool on_gpu = false;
+  if (Status st = api::same_memory({{"partial_o", &args.partial_o},
+                                    {"partial_lse", &args.partial_lse},
+                                    {"counts", &args.counts},
+                                    {"o", &args.o},
+                                    {"lse", &args.lse}},
+                                   &on_gpu);
+      !st) {
+    return st;
+  }
+  if (Status st = core::validate_combine(args, !on_gpu); !st) return st;
+  if (on_gpu) {
+#if MXATTN_WITH_CUDA
+    return cuda::detail::combine_on_device(args, options.stream);
+#else
+    return Status::unsupported(
+        "combine: the partials are in device memory, but this build of "
+        "mxattn has no CUDA engine");
+#endif
+  }
   cpu::run_combine(args, options.threads);
+  return Status::ok();
+}
+
+Status merge_states(const MergeArgs& args, const RunOptions& options) {
+  bool on_gpu = false;
+  if (Status st = api::same_memory({{"o_a", &args.o_a},
+                                    {"lse_a", &args.lse_a},
+                                    {"o_b", &args.o_b},
+                                    {"lse_b", &args.lse_b},
+                                    {"o", &args.o},
+                                    {"lse", &args.lse}},
+                                   &on_gpu);
+      !st) {
+    return st;
+  }
+  if (Status st = core::validate_merge(args); !st) return st;
+  if (on_gpu) {
+#if MXATTN_WITH_CUDA
+    return cuda::detail::merge_on_device(args, options.stream);
+#else
+    return Status::unsupported(
+        "merge_states: the states are in device memory, but this build of "
+        "mxattn has no CUDA engine");
+#endif
+  }
+  cpu::run_merge(args, options.threads);
   return Status::ok();
 }
 

@@ -9,8 +9,8 @@
 #include <string>
 #include <string_view>
 
-#include "core/checks.h"
 #include "base/text.h"
+#include "core/checks.h"
 #include "mxattn/mx.h"
 
 namespace mxattn::core {
@@ -408,7 +408,7 @@ Status validate_partial_slots(const AttentionArgs& args, int64_t slots) {
                  " splits (S, axis 0) but the plan needs ", slots, " slots");
 }
 
-Status validate_combine(const CombineArgs& args) {
+Status validate_combine(const CombineArgs& args, bool counts_readable) {
   const TensorView& po = args.partial_o;
   if (Status st = check_given_rank("partial_o", po, 5, "[S, B, Sq, Hq, Dv]"); !st) return st;
   const int64_t slots = po.shape[0], batch = po.shape[1], seq_q = po.shape[2], heads = po.shape[3],
@@ -439,6 +439,7 @@ Status validate_combine(const CombineArgs& args) {
       !st) {
     return st;
   }
+  if (!counts_readable) return Status::ok();
   const TensorView& counts = args.counts;
   for (int64_t b = 0; b < batch; ++b) {
     for (int64_t h = 0; h < heads; ++h) {
@@ -452,6 +453,20 @@ Status validate_combine(const CombineArgs& args) {
     }
   }
   return Status::ok();
+}
+
+Status validate_merge(const MergeArgs& a) {
+  if (Status st = check_given_rank("o_a", a.o_a, 3, "[N, H, D]"); !st) return st;
+  const int64_t rows = a.o_a.shape[0], heads = a.o_a.shape[1], dim = a.o_a.shape[2];
+  const Shape o_shape = shape("[N, H, D]", {rows, heads, dim});
+  const Shape lse_shape = shape("[N, H]", {rows, heads});
+  for (const auto& [name, view] : {std::pair{"o_a", &a.o_a}, {"o_b", &a.o_b}, {"o", &a.o}}) {
+    if (Status st = check_view(name, *view, kPlainFloat, o_shape); !st) return st;
+  }
+  for (const auto& [name, view] : {std::pair{"lse_a", &a.lse_a}, {"lse_b", &a.lse_b}}) {
+    if (Status st = check_view(name, *view, kF32, lse_shape); !st) return st;
+  }
+  return check_optional_view("lse", a.lse, kF32, lse_shape);
 }
 
 }  // namespace mxattn::core

@@ -9,8 +9,12 @@
 
 namespace mxattn::core {
 
-// Checks a combine call's arguments (shapes, dtypes, bytes backed, counts in [0, S]).
-Status validate_combine(const CombineArgs& args);
+// Checks a combine call's arguments (shapes, dtypes, bytes backed) and, where `counts_readable`
+// (host memory), every count in [0, S].
+Status validate_combine(const CombineArgs& args, bool counts_readable = true);
+
+// Checks a two-state merge's arguments.
+Status validate_merge(const MergeArgs& args);
 
 // Checks a cache write's arguments (spec §11); with `slots_readable` (the slot mapping in host
 // memory) also every slot: inside the caches, none named twice.

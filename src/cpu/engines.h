@@ -16,8 +16,9 @@ void run_reference(const core::Problem& p, const core::SplitParams& split);
 // Blocked online softmax, SIMD (AVX-512 / AVX2 / portable, chosen at run time), multithreaded.
 void run_fast(const core::Problem& p, const core::SplitParams& split, int threads);
 
-// spec §3 combine on validated arguments.
+// spec §3 combine on validated arguments, and the merge of two states (a combine of two splits).
 void run_combine(const CombineArgs& args, int threads);
+void run_merge(const MergeArgs& args, int threads);
 
 // spec §11 cache write on validated arguments in host memory.
 void write_kv(const KvWriteArgs& args, int threads);

@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "cuda/common/launch.h"
+#include "mxattn/combine.h"
 #include "mxattn/dtype.h"
 
 namespace mxattn::cuda::detail {
@@ -57,5 +58,9 @@ inline Status launch_combine(CombineParams& params, void* stream, bool early_sta
   return launch(combine_kernel(), grid, dim3(kCombineRowsPerBlock * 32), params, stream,
                 early_start, "combine kernel launch");
 }
+
+// mxattn::combine and merge_states on checked device views (user_combine.cu), on `stream`.
+Status combine_on_device(const CombineArgs& args, void* stream);
+Status merge_on_device(const MergeArgs& args, void* stream);
 
 }  // namespace mxattn::cuda::detail
