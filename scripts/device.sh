@@ -8,6 +8,7 @@
 #                  FP8 caches (bench/cuda/torch_sdpa_decode.py); the joined table and a plot
 #   prefill_bench  the prefill benchmark (mxattn_prefill_bench) beside the same anchors, FA3's FP8
 #                  beside the MXFP8 rows, and torch.matmul's bf16 rate; the joined table and a plot
+#   producers_bench the MX quantize, write_kv and combine beside a device copy of their bytes
 #   python         pip install . (CUDA build) and the pytest suite with PyTorch CUDA tensors
 #   dist           the NCCL backend with one rank end to end, and its all-to-all beside attention
 #   cpu_bench      the fast CPU engine against the host's ceilings, prefill and decode, both KV
@@ -37,7 +38,7 @@ OUT="${OUT:-$PWD/out}"
 BUILD="${BUILD:-build/device}"
 WORK="$(mktemp -d)"
 JOBS="$(nproc)"
-SECTIONS=(build gpu_tests prefill_bench decode_bench sanitizer dist python cpu_bench)
+SECTIONS=(build gpu_tests prefill_bench decode_bench producers_bench sanitizer dist python cpu_bench)
 DECODE_FILTER='KvTypes/CudaDecodeSanitized.*:CudaDecode.NarrowMx*:CudaDecode.ManyQueryTiles*:CudaDecode.ManySplitsCombine*:CudaDecode.RowsThatSeeNothing*:CudaDecode.GraphReplay*:CudaKvFormat.E8m0*:CudaWriteKv.*:CudaQuantize.*:CudaCombine.*:CudaMergeStates.*'
 PREFILL_FILTER='Types/CudaPrefillSanitized.*:CudaPrefillFeaturesSanitized.*:CudaPrefill.RowsThatSeeNothing*'
 NCCL_FILTER='NcclShardedAttention.OneGpuCudaEngine*'
@@ -115,6 +116,13 @@ section_decode_bench() {
     --json "$WORK/torch_sdpa_decode.json" || return 1
   timeout 60 python3 bench/cuda/plot_decode.py "$WORK/decode_bench.json" \
     "$WORK/torch_sdpa_decode.json" "$OUT/decode_bench.png"
+}
+
+# The MX producers (quantize, write_kv) and the combine, each beside a device copy of its bytes.
+section_producers_bench() {
+  [ "$HUNG" -eq 0 ] || return 1
+  timeout 120 "$BUILD/bench/cuda/mxattn_producers_bench" --json "$WORK/producers_bench.json" |
+    tee "$WORK/producers_bench.txt"
 }
 
 section_prefill_bench() {
@@ -333,6 +341,7 @@ done
   echo "== sections"
   for name in "${selected[@]}"; do printf '   %-14s %s\n' "$name" "${status[$name]}"; done
   cat "$WORK/prefill_sweep.txt" 2>/dev/null
+  cat "$WORK/producers_bench.txt" 2>/dev/null
   section_summary
 } | tee "$OUT/summary.txt"
 tar czf "$OUT/results.tgz" -C "$WORK" .
