@@ -58,10 +58,38 @@ class Outgoing {
   TensorView comm_;
 };
 
-// Q, K, or V blocked along the head dim: each block lies within one token of this rank.
+// Q, K, or V blocked along the head dim: each block lies within one token of this rank. In device
+// memory the GPU quantizes the shard straight into the outgoing buffers, on the communicator's
+// stream; in host memory the host does.
 Status quantize_along_head_dim(Communicator& comm, const TensorView& src, DType format,
                                ScaleMode mode, Buffer* data_buffer, Buffer* scales_buffer,
                                TensorView* data, TensorView* scales) {
+  if (comm.memory() == MemorySpace::cuda) {
+    std::vector<int64_t> scale_shape = shape_of(src);
+    scale_shape[3] /= kMxBlock;
+    TensorView codes;
+    codes.dtype = format;
+    codes.rank = src.rank;
+    std::copy(src.shape, src.shape + src.rank, codes.shape);
+    set_contiguous_strides(codes);
+    codes.bytes = bytes_needed(codes).value_or(0);
+    TensorView block_scales;
+    block_scales.dtype = DType::e8m0;
+    block_scales.rank = src.rank;
+    std::copy(scale_shape.begin(), scale_shape.end(), block_scales.shape);
+    set_contiguous_strides(block_scales);
+    block_scales.bytes = bytes_needed(block_scales).value_or(0);
+    if (Status st = Buffer::allocate(comm, codes.bytes, data_buffer); !st) return st;
+    if (Status st = Buffer::allocate(comm, block_scales.bytes, scales_buffer); !st) return st;
+    codes.data = data_buffer->data();
+    block_scales.data = scales_buffer->data();
+    if (src.numel() > 0) {
+      if (Status st = quantize(src, codes, block_scales, 3, mode, comm.stream()); !st) return st;
+    }
+    *data = codes;
+    *scales = block_scales;
+    return Status::ok();
+  }
   base::HostTensor staging;
   TensorView readable;
   if (Status st = read_on_host(comm, src, &staging, &readable); !st) return st;
