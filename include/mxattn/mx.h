@@ -31,6 +31,24 @@ Status quantize(const TensorView& src, const TensorView& data, const TensorView&
 Status dequantize(const TensorView& data, const TensorView& scales, int axis, const TensorView& dst,
                   void* stream = nullptr);
 
+// The producer's transforms of K before it is quantized (spec §5), in this order: the normalized
+// Walsh-Hadamard rotation of each key (D a power of two; rotate Q alike), then K smoothing: the
+// mean over each sequence's valid keys (kv_len, optional int32 [B]) is written to k_mean (f32 [B,
+// Hkv, D]; pass it to attention) and subtracted from those keys.
+struct KeyTransforms {
+  bool rotate = false;
+  TensorView k_mean;  // given: smooth, and write the mean here
+  TensorView kv_len;  // optional; keys past a sequence's length are quantized unsmoothed
+};
+
+// K [B, Sk, Hkv, D] (f32, f16 or bf16) transformed as `transforms` says and quantized along the
+// head dim into data (an MX type, K's shape) and scales (e8m0 [B, Sk, Hkv, D / 32]); K itself is
+// left as it is. On the host, or on the GPU (every view in device memory, kv_len included) on
+// `stream`, where a temporary of K's size in f32 is taken from the stream-ordered allocator. The
+// same bits on both.
+Status quantize_keys(const TensorView& k, const TensorView& data, const TensorView& scales,
+                     ScaleMode mode, const KeyTransforms& transforms, void* stream = nullptr);
+
 // Normalized Walsh-Hadamard transform along the last axis of an f32 tensor, in place (the last
 // dimension a power of two). Applied to both Q and K it leaves Q K^T unchanged.
 Status hadamard_rotate(const TensorView& x);

@@ -7,11 +7,11 @@ library's message, and nothing is written then.
 """
 
 from ._attention import DecodePlan, SparseLayout, attention, combine, merge_states, plan
-from ._mx import dequantize, quantize, write_kv
+from ._mx import dequantize, quantize, quantize_keys, write_kv
 from . import _mxattn
 
 __all__ = ["attention", "combine", "merge_states", "plan", "DecodePlan", "SparseLayout", "quantize",
-           "dequantize", "write_kv", "cuda_available", "build_info", "__version__"]
+           "dequantize", "quantize_keys", "write_kv", "cuda_available", "build_info", "__version__"]
 
 
 def build_info() -> dict:

@@ -49,6 +49,43 @@ def quantize(x, format, axis=-1, mode="floor", out=None, stream=None):
     return _arrays.to_framework_of(x, data), _arrays.to_framework_of(x, scales)
 
 
+def quantize_keys(k, format, *, rotate=False, smooth=False, kv_len=None, mode="floor",
+                  stream=None):
+    """The producer's K pipeline in one call (spec §5): k [B, S, Hkv, D] (f32, f16 or bf16, on the
+    host or a GPU) rotated by the normalized Walsh-Hadamard transform (D a power of two; rotate Q
+    alike) where `rotate`, smoothed where `smooth` (each sequence's mean over its valid keys,
+    kv_len int32 [B] optional, subtracted from those keys), then quantized to `format` along the
+    head dim. k is left as it is. Returns (data, scales), or (data, scales, k_mean f32 [B, Hkv, D])
+    with `smooth`: pass k_mean to attention. The GPU gives the host's bits."""
+    array, element_type = _arrays.transport("k", k)
+    data_shape, scales_shape = _mxattn.quantized_shapes(tuple(k.shape), format, -1)
+    data = _arrays.empty_like_framework(k, data_shape, "u8")
+    scales = _arrays.empty_like_framework(k, scales_shape, "u8")
+    k_mean = None
+    if smooth:
+        shape = tuple(k.shape)
+        k_mean = _arrays.empty_like_framework(k, (shape[0], shape[2], shape[3]), "f32")
+    lengths = None
+    if kv_len is not None:
+        lengths = _arrays.host_int32("kv_len", kv_len, int(k.shape[0]))
+        if _arrays.device_of(k)[0]:
+            lengths_dev = _arrays.empty_like_framework(k, (int(k.shape[0]),), "i32")
+            if _arrays.framework_of(k) == "torch":
+                import torch
+                lengths_dev.copy_(torch.from_numpy(lengths))
+            else:
+                lengths_dev.set(lengths)
+            lengths = lengths_dev
+    if stream is None:
+        stream = _arrays.current_stream(k, _arrays.device_of(k)[0])
+    _mxattn.quantize_keys(array, element_type, data, scales, format, mode, bool(rotate),
+                          None if k_mean is None else _arrays.transport("k_mean", k_mean)[0],
+                          None if lengths is None else _arrays.transport("kv_len", lengths)[0],
+                          int(stream))
+    results = (data, scales) if k_mean is None else (data, scales, k_mean)
+    return tuple(_arrays.to_framework_of(k, r) for r in results)
+
+
 def dequantize(data, scales, format, axis=-1, dtype="f32", out=None, stream=None):
     """The exact values of MX codes: data (uint8 codes as quantize returns them) times
     2^(scale - 127), as a `dtype` (f32, f16 or bf16) tensor of the logical shape, in data's

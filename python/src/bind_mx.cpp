@@ -138,6 +138,26 @@ void dequantize_array(const InputArray& data, const std::string& format, const I
   run_released(where, [&] { return dequantize(d, sc, a, o, reinterpret_cast<void*>(stream)); });
 }
 
+void quantize_keys_array(const InputArray& k, const std::string& k_type, const OutputArray& data,
+                         const OutputArray& scales, const std::string& format,
+                         const std::string& mode, bool rotate,
+                         const std::optional<OutputArray>& k_mean,
+                         const std::optional<InputArray>& kv_len, uintptr_t stream) {
+  const Placement where =
+      common_placement({where_of("k", k), where_of("data", data), where_of("scales", scales),
+                        where_of("k_mean", k_mean), where_of("kv_len", kv_len)});
+  const TensorView kv = view_of("k", k, parse_element_type("k", k_type));
+  const TensorView d = view_of("data", data, parse_element_type("format", format));
+  const TensorView sc = view_of("scales", scales, DType::e8m0);
+  KeyTransforms t;
+  t.rotate = rotate;
+  if (k_mean) t.k_mean = view_of("k_mean", *k_mean, DType::f32);
+  if (kv_len) t.kv_len = view_of("kv_len", *kv_len, DType::i32);
+  const ScaleMode m = parse_mode(mode);
+  run_released(where,
+               [&] { return quantize_keys(kv, d, sc, m, t, reinterpret_cast<void*>(stream)); });
+}
+
 // A cache write (spec §11); optional arrays are None.
 void write_kv_arrays(const InputArray& k, const std::string& k_type, const InputArray& v,
                      const std::string& v_type, const OutputArray& k_cache,
@@ -189,6 +209,9 @@ void bind_mx(nb::module_& m) {
         nb::arg("scales"), nb::arg("format"), nb::arg("axis"), nb::arg("mode"), nb::arg("stream"));
   m.def("dequantize", &dequantize_array, nb::arg("data"), nb::arg("format"), nb::arg("scales"),
         nb::arg("axis"), nb::arg("out"), nb::arg("out_type"), nb::arg("stream"));
+  m.def("quantize_keys", &quantize_keys_array, nb::arg("k"), nb::arg("k_type"), nb::arg("data"),
+        nb::arg("scales"), nb::arg("format"), nb::arg("mode"), nb::arg("rotate"),
+        nb::arg("k_mean").none(), nb::arg("kv_len").none(), nb::arg("stream"));
   m.def("write_kv", &write_kv_arrays, nb::arg("k"), nb::arg("k_type"), nb::arg("v"),
         nb::arg("v_type"), nb::arg("k_cache"), nb::arg("k_cache_type"), nb::arg("v_cache"),
         nb::arg("v_cache_type"), nb::arg("slot_mapping"), nb::arg("slot_mapping_type"),

@@ -182,3 +182,19 @@ def test_write_kv_errors_name_the_argument_and_write_nothing(rng):
     with pytest.raises(ValueError, match="k_scales is required"):
         mxattn.write_kv(k, v, k_cache, v_cache, np.zeros(9, np.int64) - 1, v_scales=v_scales,
                         format="e4m3")
+
+
+def test_quantize_keys_smoothing_keeps_attention(rng):
+    # Keys with a large common offset: smoothing removes it before quantizing, and attention given
+    # k_mean returns the same O and the true LSE.
+    q = rng.standard_normal((1, 2, 4, 64), dtype=np.float32)
+    k = rng.standard_normal((1, 96, 2, 64), dtype=np.float32) + 20.0
+    v = rng.standard_normal((1, 96, 2, 64), dtype=np.float32)
+    data, scales, k_mean = mxattn.quantize_keys(k, "e4m3", smooth=True, kv_len=[80])
+    assert k_mean.shape == (1, 2, 64)
+    np.testing.assert_allclose(k_mean[0], k[0, :80].mean(axis=0), rtol=1e-5, atol=1e-5)
+    o, lse = mxattn.attention(q, data, v, k_scales=scales, formats="e4m3", k_mean=k_mean,
+                              kv_len=[80], return_lse=True)
+    want, want_lse = mxattn.attention(q, k, v, kv_len=[80], return_lse=True)
+    np.testing.assert_allclose(o, want, atol=5e-2)
+    np.testing.assert_allclose(lse, want_lse, atol=5e-2)

@@ -58,4 +58,28 @@ Status dequantize(const TensorView& data, const TensorView& scales, int axis, co
 #endif
 }
 
+Status quantize_keys(const TensorView& k, const TensorView& data, const TensorView& scales,
+                     ScaleMode mode, const KeyTransforms& t, [[maybe_unused]] void* stream) {
+  bool on_gpu = false;
+  if (Status s = api::same_memory({{"k", &k},
+                                   {"data", &data},
+                                   {"scales", &scales},
+                                   {"k_mean", &t.k_mean},
+                                   {"kv_len", &t.kv_len}},
+                                  &on_gpu);
+      !s) {
+    return s;
+  }
+  if (Status s = mx::check_key_transforms(k, data, scales, t, !on_gpu); !s) return s;
+  if (!on_gpu) {
+    mx::quantize_keys_on_host(k, data, scales, mode, t);
+    return Status::ok();
+  }
+#if MXATTN_WITH_CUDA
+  return cuda::quant::quantize_keys(k, data, scales, mode, t, stream);
+#else
+  return gpu_build_needed("quantize_keys");
+#endif
+}
+
 }  // namespace mxattn

@@ -18,4 +18,12 @@ void quantize_on_host(const TensorView& src, const TensorView& data, const Tenso
 void dequantize_on_host(const TensorView& data, const TensorView& scales, int axis,
                         const TensorView& dst);
 
+// quantize_keys' checks (on top of quantize's), the kv_len values where `lengths_readable`.
+Status check_key_transforms(const TensorView& k, const TensorView& data, const TensorView& scales,
+                            const KeyTransforms& t, bool lengths_readable);
+
+// quantize_keys on checked arguments in host memory.
+void quantize_keys_on_host(const TensorView& k, const TensorView& data, const TensorView& scales,
+                           ScaleMode mode, const KeyTransforms& t);
+
 }  // namespace mxattn::mx

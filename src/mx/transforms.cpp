@@ -5,8 +5,10 @@
 #include <string>
 #include <vector>
 
+#include "base/host_tensor.h"
 #include "base/index.h"
 #include "mx/hadamard.h"
+#include "mx/quantize.h"
 #include "mx/views.h"
 #include "mxattn/mx.h"
 
@@ -97,3 +99,65 @@ Status smooth_keys(const TensorView& k, const TensorView& kv_len, const TensorVi
 }
 
 }  // namespace mxattn
+
+namespace mxattn::mx {
+
+Status check_key_transforms(const TensorView& k, const TensorView& data, const TensorView& scales,
+                            const KeyTransforms& t, bool lengths_readable) {
+  if (Status s = check_given("k", k); !s) return s;
+  if (k.rank != 4 || !is_plain_float(k.dtype)) {
+    return Status::invalid("k must be f32, f16 or bf16 [B, Sk, Hkv, D] but is " +
+                           std::string(name_of(k.dtype)) + " " + k.shape_string());
+  }
+  if (Status s = check_mx_arguments("k", k, data, scales, 3); !s) return s;
+  const int64_t batch = k.shape[0], seq_k = k.shape[1], heads = k.shape[2], dim = k.shape[3];
+  if (t.rotate && (dim <= 0 || (dim & (dim - 1)) != 0)) {
+    return Status::invalid("rotate: the Hadamard rotation needs D a power of two, found " +
+                           std::to_string(dim));
+  }
+  if (t.k_mean.given()) {
+    const TensorView& m = t.k_mean;
+    if (m.dtype != DType::f32 || m.rank != 3 || m.shape[0] != batch || m.shape[1] != heads ||
+        m.shape[2] != dim) {
+      return Status::invalid("k_mean must be f32 [" + std::to_string(batch) + ", " +
+                             std::to_string(heads) + ", " + std::to_string(dim) + "] but is " +
+                             std::string(name_of(m.dtype)) + " " + m.shape_string());
+    }
+    if (Status s = check_backed("k_mean", m); !s) return s;
+  }
+  if (t.kv_len.given()) {
+    const TensorView& l = t.kv_len;
+    if (l.dtype != DType::i32 || l.rank != 1 || l.shape[0] != batch) {
+      return Status::invalid("kv_len must be i32 [" + std::to_string(batch) + "] but is " +
+                             std::string(name_of(l.dtype)) + " " + l.shape_string());
+    }
+    if (Status s = check_backed("kv_len", l); !s) return s;
+    for (int64_t b = 0; lengths_readable && b < batch; ++b) {
+      const int32_t len = base::read_i32(l, base::offset_of(l, b));
+      if (len < 0 || len > seq_k) {
+        return Status::invalid("kv_len[" + std::to_string(b) + "] = " + std::to_string(len) +
+                               " is outside [0, " + std::to_string(seq_k) + "]");
+      }
+    }
+  }
+  return Status::ok();
+}
+
+void quantize_keys_on_host(const TensorView& k, const TensorView& data, const TensorView& scales,
+                           ScaleMode mode, const KeyTransforms& t) {
+  // A contiguous f32 copy is transformed and quantized; K is left as it is.
+  base::HostTensor work(DType::f32, {k.shape[0], k.shape[1], k.shape[2], k.shape[3]});
+  const OuterAxes rows(k, 3);
+  float* out = work.data<float>();
+  const int64_t dim = k.shape[3];
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < rows.combinations(); ++r) {
+    const int64_t at = rows.offset(k, r);
+    for (int64_t d = 0; d < dim; ++d) out[r * dim + d] = base::load_float(k, at + d * k.stride[3]);
+  }
+  if (t.rotate) (void)hadamard_rotate(work.view());
+  if (t.k_mean.given()) (void)smooth_keys(work.view(), t.kv_len, t.k_mean);
+  quantize_on_host(work.view(), data, scales, 3, mode);
+}
+
+}  // namespace mxattn::mx

@@ -122,6 +122,51 @@ TEST(CudaQuantize, EveryFormatModeAndAxisEqualsTheHost) {
   }
 }
 
+// quantize_keys (rotate, smooth over each sequence's valid keys, quantize) on the GPU gives the
+// host's codes, scales and mean.
+TEST(CudaQuantize, KeysWithRotationAndSmoothingEqualTheHost) {
+  const int64_t B = 2, S = 300, H = 4, D = 128;
+  uint64_t seed = 40;
+  for (const DType src_type : {DType::bf16, DType::f32}) {
+    for (const DType format : {DType::e4m3, DType::e3m2, DType::e2m1}) {
+      for (const int variant : {0, 1, 2, 3}) {
+        const bool rotate = variant & 1, smooth = variant & 2;
+        SCOPED_TRACE(std::string(name_of(src_type)) + " -> " + std::string(name_of(format)) +
+                     " rotate " + std::to_string(rotate) + " smooth " + std::to_string(smooth));
+        std::vector<uint8_t> k_bytes, data_bytes, scale_bytes, mean_bytes;
+        TensorView k = view_with(src_type, {B, S, H, D}, k_bytes, 0);
+        k_bytes = stress_values(src_type, k.numel(), seed++);
+        k.data = k_bytes.data();
+        TensorView data = view_with(format, {B, S, H, D}, data_bytes, 0xcd);
+        TensorView scales = view_with(DType::e8m0, {B, S, H, D / 32}, scale_bytes, 0xcd);
+        TensorView mean = view_with(DType::f32, {B, H, D}, mean_bytes, 0);
+        std::vector<int32_t> lens = {S, 123};
+        DeviceBytes d_k(k_bytes), d_data(data_bytes), d_scales(scale_bytes), d_mean(mean_bytes),
+            d_lens(lens);
+        KeyTransforms t;
+        t.rotate = rotate;
+        KeyTransforms dt = t;
+        if (smooth) {
+          t.k_mean = mean;
+          t.kv_len = make_view(lens.data(), DType::i32, {B});
+          dt.k_mean = on_device(mean, d_mean);
+          dt.kv_len = on_device(t.kv_len, d_lens);
+        }
+        ASSERT_TRUE(quantize_keys(k, data, scales, ScaleMode::rceil, t).is_ok());
+        const Status st = quantize_keys(on_device(k, d_k), on_device(data, d_data),
+                                        on_device(scales, d_scales), ScaleMode::rceil, dt);
+        ASSERT_TRUE(st.is_ok()) << st.message();
+        check(cudaDeviceSynchronize(), "quantize_keys");
+        EXPECT_EQ(d_data.download(), data_bytes);
+        EXPECT_EQ(d_scales.download(), scale_bytes);
+        if (smooth) {
+          EXPECT_EQ(d_mean.download(), mean_bytes);
+        }
+      }
+    }
+  }
+}
+
 // A quantize with the source on the GPU and the outputs on the host is refused by name.
 TEST(CudaQuantize, MixedMemoryIsRefused) {
   std::vector<uint8_t> src_bytes, data_bytes, scale_bytes;

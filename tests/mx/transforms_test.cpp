@@ -153,3 +153,88 @@ TEST(SmoothKeys, AllKeysWithoutKvLenAndErrors) {
 
 }  // namespace
 }  // namespace mxattn
+
+namespace mxattn {
+namespace {
+
+// quantize_keys is the producer's pipeline in one call: rotate, smooth over the valid keys, then
+// quantize along the head dim; the same bits as the three steps one after the other, and K left
+// as it was.
+TEST(QuantizeKeys, EqualsRotatingSmoothingAndQuantizingInTurn) {
+  const int64_t B = 2, S = 70, H = 3, D = 64;
+  for (const DType format : {DType::e4m3, DType::e2m1}) {
+    for (const bool rotate : {false, true}) {
+      for (const bool smooth : {false, true}) {
+        SCOPED_TRACE(std::string(name_of(format)) + " rotate " + std::to_string(rotate) +
+                     " smooth " + std::to_string(smooth));
+        std::vector<float> k(size_t(B * S * H * D));
+        for (size_t i = 0; i < k.size(); ++i) k[i] = std::sin(0.37f * float(i)) * 3.0f + 0.5f;
+        const std::vector<float> original = k;
+        std::vector<int32_t> kv_len = {S, 41};
+        const int64_t code_bytes = B * S * H * D * bits_of(format) / 8;
+        std::vector<uint8_t> data(static_cast<size_t>(code_bytes));
+        std::vector<uint8_t> scales(static_cast<size_t>(B * S * H * D / 32));
+        std::vector<float> mean(size_t(B * H * D));
+        KeyTransforms t;
+        t.rotate = rotate;
+        if (smooth) {
+          t.k_mean = make_view(mean.data(), DType::f32, {B, H, D});
+          t.kv_len = make_view(kv_len.data(), DType::i32, {B});
+        }
+        ASSERT_TRUE(quantize_keys(make_view(k.data(), DType::f32, {B, S, H, D}),
+                                  make_view(data.data(), format, {B, S, H, D}),
+                                  make_view(scales.data(), DType::e8m0, {B, S, H, D / 32}),
+                                  ScaleMode::floor, t)
+                        .is_ok());
+        EXPECT_EQ(k, original);
+
+        std::vector<float> work = original;
+        std::vector<float> want_mean(size_t(B * H * D));
+        const TensorView w = make_view(work.data(), DType::f32, {B, S, H, D});
+        if (rotate) {
+          ASSERT_TRUE(hadamard_rotate(w).is_ok());
+        }
+        if (smooth) {
+          ASSERT_TRUE(smooth_keys(w, make_view(kv_len.data(), DType::i32, {B}),
+                                  make_view(want_mean.data(), DType::f32, {B, H, D}))
+                          .is_ok());
+          EXPECT_EQ(mean, want_mean);
+        }
+        std::vector<uint8_t> want_data(data.size()), want_scales(scales.size());
+        ASSERT_TRUE(quantize(w, make_view(want_data.data(), format, {B, S, H, D}),
+                             make_view(want_scales.data(), DType::e8m0, {B, S, H, D / 32}), 3,
+                             ScaleMode::floor)
+                        .is_ok());
+        EXPECT_EQ(data, want_data);
+        EXPECT_EQ(scales, want_scales);
+      }
+    }
+  }
+}
+
+TEST(QuantizeKeys, BadArgumentsAreNamed) {
+  std::vector<float> k(2 * 4 * 1 * 48);
+  std::vector<uint8_t> data(k.size()), scales(k.size());
+  std::vector<int32_t> kv_len = {4, 9};
+  std::vector<float> mean(2 * 48);
+  KeyTransforms t;
+  t.rotate = true;
+  Status st =
+      quantize_keys(make_view(k.data(), DType::f32, {2, 4, 1, 48}),
+                    make_view(data.data(), DType::e4m3, {2, 4, 1, 48}),
+                    make_view(scales.data(), DType::e8m0, {2, 4, 1, 2}), ScaleMode::floor, t);
+  EXPECT_NE(st.message().find("rotate: the Hadamard rotation needs D a power of two, found 48"),
+            std::string::npos)
+      << st.message();
+  t.rotate = false;
+  t.k_mean = make_view(mean.data(), DType::f32, {2, 1, 48});
+  t.kv_len = make_view(kv_len.data(), DType::i32, {2});
+  st = quantize_keys(make_view(k.data(), DType::f32, {2, 4, 1, 48}),
+                     make_view(data.data(), DType::e4m3, {2, 4, 1, 48}),
+                     make_view(scales.data(), DType::e8m0, {2, 4, 1, 2}), ScaleMode::floor, t);
+  EXPECT_NE(st.message().find("kv_len[1] = 9 is outside [0, 4]"), std::string::npos)
+      << st.message();
+}
+
+}  // namespace
+}  // namespace mxattn

@@ -13,6 +13,8 @@ Status quantize(const TensorView& src, const TensorView& data, const TensorView&
                 ScaleMode mode, void* stream);
 Status dequantize(const TensorView& data, const TensorView& scales, int axis, const TensorView& dst,
                   void* stream);
+Status quantize_keys(const TensorView& k, const TensorView& data, const TensorView& scales,
+                     ScaleMode mode, const KeyTransforms& transforms, void* stream);
 Status write_kv(const KvWriteArgs& args, void* stream);
 
 }  // namespace mxattn::cuda::quant
