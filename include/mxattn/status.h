@@ -11,7 +11,7 @@ enum class ErrorCode {
   invalid_argument,  // an argument fails validation; the message names it
   unsupported,       // valid, but not implemented by the chosen engine
   out_of_memory,
-  runtime,           // a failure while running (e.g. a CUDA error)
+  runtime,  // a failure while running (e.g. a CUDA error)
 };
 
 class [[nodiscard]] Status {
@@ -24,12 +24,16 @@ class [[nodiscard]] Status {
   static Status unsupported(std::string message) {
     return Status(ErrorCode::unsupported, std::move(message));
   }
-  static Status runtime(std::string message) { return Status(ErrorCode::runtime, std::move(message)); }
+  static Status runtime(std::string message) {
+    return Status(ErrorCode::runtime, std::move(message));
+  }
 
   bool is_ok() const { return code_ == ErrorCode::ok; }
   explicit operator bool() const { return is_ok(); }
   ErrorCode code() const { return code_; }
   const std::string& message() const { return message_; }
+  // The same error with `context` (e.g. "sequence 3: ") before its message.
+  Status prefixed(const std::string& context) const { return Status(code_, context + message_); }
 
  private:
   Status(ErrorCode code, std::string message) : code_(code), message_(std::move(message)) {}

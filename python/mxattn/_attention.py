@@ -188,6 +188,48 @@ def attention(q, k, v, *, causal=None, prefix_offset=None, kv_len=None, window=N
     return outputs.result()
 
 
+def ragged_attention(q, k, v, query_start_loc, seq_lens, *, causal=None, prefix_offset=None,
+                     window=None, scale=None, split_kv="auto", block_table=None, q_scales=None,
+                     k_scales=None, v_scales=None, formats=None, v_scale_axis="head_dim",
+                     k_mean=None, out=None, out_dtype=None, return_lse=False, engine="auto",
+                     threads=0):
+    """Attention over a ragged batch (spec §10) in one call: sequences of different numbers of
+    query rows (prefill chunks beside one-row decodes, or none) over one dense or paged cache.
+
+    q [total_q, Hq, Dqk] packed by sequence: sequence b owns rows query_start_loc[b] ..
+    query_start_loc[b + 1] - 1 (vLLM's query_start_loc, int32 [B + 1]); seq_lens int32 [B]: its
+    keys. k, v: dense [B, Sk, Hkv, D], or paged pools [pages, page_size, Hkv, D] with
+    block_table [B, max_pages]. Masks apply per sequence with its own row index: causal=
+    "bottom_right" makes a chunk's last row see the sequence's last key. Returns O [total_q, Hq,
+    Dv] (and LSE f32 [Hq, total_q] with return_lse); a sequence's rows are, bitwise, those of one
+    padded call with that sequence alone. Runs on the CPU engines (host tensors); the other
+    arguments are attention()'s."""
+    lengths = _arrays.host_int32("seq_lens", seq_lens)
+    starts = _arrays.host_int32("query_start_loc", query_start_loc)
+    offsets = None if prefix_offset is None else _arrays.host_int32("prefix_offset", prefix_offset)
+    call = _call(q, k, v, causal=causal, prefix_offset=offsets, kv_len=lengths, window=window,
+                 scale=scale, split_kv=split_kv, sparse=None, block_table=block_table,
+                 q_scales=q_scales, k_scales=k_scales, v_scales=v_scales, formats=formats,
+                 v_scale_axis=v_scale_axis, k_mean=k_mean, tile_m=0, tile_n=0,
+                 early_exit=False)
+    call.set_input("cu_seqlens_q", starts, "i32")
+    shape = tuple(q.shape)
+    if len(shape) != 3:
+        raise ValueError(f"q must be [total_q, Hq, Dqk], found shape {shape}")
+    dim_v = int(v.shape[-1]) if len(getattr(v, "shape", ())) == 4 else 0
+    if out is None:
+        out = _arrays.empty_like_framework(q, (shape[0], shape[1], dim_v), _out_type(q, out_dtype))
+    call.set_output("o", *_arrays.transport("out", out))
+    lse = None
+    if return_lse:
+        lse = _arrays.empty_like_framework(q, (shape[1], shape[0]), "f32")
+        call.set_output("lse", *_arrays.transport("lse", lse))
+    _mxattn.run_ragged(call, engine, int(threads))
+    if lse is None:
+        return _arrays.to_framework_of(q, out)
+    return _arrays.to_framework_of(q, out), _arrays.to_framework_of(q, lse)
+
+
 def plan(q, k, v, *, causal=None, prefix_offset=None, kv_len=None, window=None, split_kv=1,
          sparse=None, block_table=None, q_scales=None, k_scales=None, v_scales=None,
          formats=None, v_scale_axis="head_dim", tile_m=0, tile_n=0, engine="auto"):

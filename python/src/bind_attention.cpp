@@ -89,6 +89,17 @@ nb::dict output_shapes(const CallArgs& call, const std::string& engine, bool par
   return d;
 }
 
+// A ragged call (spec §10) on the CPU engines.
+void run_ragged(const CallArgs& call, const std::string& engine, int threads) {
+  const Engine requested = requested_engine(engine, call.placement());
+  Status status;
+  {
+    nb::gil_scoped_release released;
+    status = attention(call.ragged_args(), RunOptions{requested, threads, nullptr});
+  }
+  raise_if_failed(status);
+}
+
 void run(const CallArgs& call, const std::string& engine, int threads, uintptr_t stream) {
   const Engine requested = requested_engine(engine, call.placement());
   if (requested == Engine::cuda) {
@@ -263,6 +274,7 @@ void bind_attention(nb::module_& m) {
   m.def("output_shapes", &output_shapes, nb::arg("call"), nb::arg("engine"), nb::arg("partials"));
   m.def("run", &run, nb::arg("call"), nb::arg("engine"), nb::arg("threads"), nb::arg("stream"));
   m.def("split_plan", &split_plan, nb::arg("call"), nb::arg("engine"));
+  m.def("run_ragged", &run_ragged, nb::arg("call"), nb::arg("engine"), nb::arg("threads"));
   m.def("combine", &combine_partials, nb::arg("partial_o"), nb::arg("partial_o_type"),
         nb::arg("partial_lse"), nb::arg("counts"), nb::arg("o"), nb::arg("o_type"),
         nb::arg("lse").none(), nb::arg("threads"), nb::arg("stream"));

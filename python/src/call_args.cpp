@@ -8,7 +8,7 @@ namespace {
 
 bool is_metadata(std::string_view name) {
   return name == "kv_len" || name == "prefix_offset" || name == "block_table" ||
-         name == "row_ptr" || name == "col_idx";
+         name == "row_ptr" || name == "col_idx" || name == "cu_seqlens_q";
 }
 
 Causal parse_causal(const std::string& s) {
@@ -54,6 +54,7 @@ TensorView& CallArgs::slot(const std::string& name, bool output) {
   for (const auto& s : slots) {
     if (s.name == name && s.output == output) return *s.view;
   }
+  if (name == "cu_seqlens_q" && !output) return cu_seqlens_q_;
   throw nb::value_error(
       ("no " + std::string(output ? "output" : "input") + " tensor named '" + name + "'").c_str());
 }
@@ -80,6 +81,30 @@ void CallArgs::place(const std::string& name, Placement where, bool metadata) {
                            "live on the same device")
                               .c_str());
   }
+}
+
+RaggedArgs CallArgs::ragged_args() const {
+  const AttentionArgs& a = args_;
+  RaggedArgs r;
+  r.q = a.q;
+  r.q_scales = a.q_scales;
+  r.cu_seqlens_q = cu_seqlens_q_;
+  r.seq_lens = a.kv_len;
+  r.k = a.k;
+  r.v = a.v;
+  r.k_scales = a.k_scales;
+  r.v_scales = a.v_scales;
+  r.v_scale_axis = a.v_scale_axis;
+  r.paged = a.paged;
+  r.o = a.o;
+  r.lse = a.lse;
+  r.causal = a.causal;
+  r.prefix_offset = a.prefix_offset;
+  r.window = a.window;
+  r.scale = a.scale;
+  r.k_mean = a.k_mean;
+  r.split = a.split;
+  return r;
 }
 
 void CallArgs::set_input(const std::string& name, const InputArray& array,

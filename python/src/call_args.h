@@ -9,6 +9,7 @@
 
 #include "arrays.h"
 #include "mxattn/attention.h"
+#include "mxattn/ragged.h"
 
 namespace mxattn::python {
 
@@ -27,6 +28,9 @@ class CallArgs {
                    int32_t tile_n, bool early_exit);
 
   const AttentionArgs& args() const { return args_; }
+  // The ragged call (spec §10) over the same views: q and o [total_q, ...], lse [Hq, total_q],
+  // kv_len as seq_lens, with the input named cu_seqlens_q.
+  RaggedArgs ragged_args() const;
   // Where the data tensors live (the host when none is set yet).
   Placement placement() const { return placement_.value_or(Placement{}); }
 
@@ -35,6 +39,7 @@ class CallArgs {
   void place(const std::string& name, Placement where, bool metadata);
 
   AttentionArgs args_;
+  TensorView cu_seqlens_q_;
   std::optional<Placement> placement_;
   std::string placement_source_;
   std::map<std::string, InputArray> inputs_;  // held so the memory outlives every run

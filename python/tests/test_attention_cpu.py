@@ -186,3 +186,40 @@ def test_merge_states_of_two_key_halves_is_attention_over_all_keys(rng):
     want, want_lse = mxattn.attention(q, k, v, return_lse=True)
     np.testing.assert_allclose(o, want[0], rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(lse, want_lse[0].T, rtol=1e-5, atol=1e-5)
+
+
+def test_ragged_batch_equals_one_call_per_sequence(rng):
+    # Two decodes, a prefill chunk and an empty sequence, over a paged MXFP8 cache.
+    q_lens, seq_lens = [1, 7, 0, 1], [50, 33, 12, 64]
+    starts = np.concatenate([[0], np.cumsum(q_lens)]).astype(np.int32)
+    q = rng.standard_normal((int(starts[-1]), 4, 64), dtype=np.float32)
+    keys = rng.standard_normal((4, 64, 2, 64), dtype=np.float32)
+    values = rng.standard_normal((4, 64, 2, 64), dtype=np.float32)
+    k, k_scales = mxattn.quantize(keys, "e4m3")
+    v, v_scales = mxattn.quantize(values, "e4m3")
+    pages = k.reshape(16, 16, 2, 64), v.reshape(16, 16, 2, 64)
+    page_scales = k_scales.reshape(16, 16, 2, 2), v_scales.reshape(16, 16, 2, 2)
+    table = np.arange(16, dtype=np.int32).reshape(4, 4)
+    o, lse = mxattn.ragged_attention(q, *pages, starts, seq_lens, block_table=table,
+                                     k_scales=page_scales[0], v_scales=page_scales[1],
+                                     formats="e4m3", causal="bottom_right", return_lse=True)
+    assert o.shape == (9, 4, 64) and lse.shape == (4, 9)
+    for b, n in enumerate(q_lens):
+        if n == 0:
+            continue
+        rows = slice(starts[b], starts[b + 1])
+        want, want_lse = mxattn.attention(q[None, rows], k[b:b + 1], v[b:b + 1],
+                                          k_scales=k_scales[b:b + 1], v_scales=v_scales[b:b + 1],
+                                          formats="e4m3", kv_len=[seq_lens[b]],
+                                          causal="bottom_right", split_kv="auto", return_lse=True)
+        np.testing.assert_array_equal(o[rows], want[0])
+        np.testing.assert_array_equal(lse[:, rows], want_lse[0])
+
+
+def test_ragged_metadata_errors_name_the_argument(rng):
+    q = rng.standard_normal((5, 2, 32), dtype=np.float32)
+    k = rng.standard_normal((2, 16, 2, 32), dtype=np.float32)
+    with pytest.raises(ValueError, match=r"cu_seqlens_q must not decrease"):
+        mxattn.ragged_attention(q, k, k, [0, 3, 2], [16, 16])
+    with pytest.raises(ValueError, match=r"sequence 1: kv_len\[0\] must be in \[0, 16\]"):
+        mxattn.ragged_attention(q, k, k, [0, 3, 5], [16, 17])

@@ -1,13 +1,18 @@
 // The front door: validate once, choose the engine and its split partition (api/engines.h), run.
 #include "mxattn/attention.h"
 
+#include <string>
+#include <vector>
+
 #include "api/engines.h"
 #include "api/placement.h"
 #include "core/plan.h"
 #include "core/problem.h"
+#include "core/ragged.h"
 #include "core/validate.h"
 #include "cpu/engines.h"
 #include "mxattn/combine.h"
+#include "mxattn/ragged.h"
 #if MXATTN_WITH_CUDA
 #include "api/cuda_plan.h"
 #include "cuda/combine/combine.h"
@@ -40,6 +45,37 @@ Status attention(const AttentionArgs& args, const RunOptions& options) {
     cpu::run_reference(p, split);
   } else {
     cpu::run_fast(p, split, options.threads);
+  }
+  return Status::ok();
+}
+
+Status attention(const RaggedArgs& args, const RunOptions& options) {
+  if (args.q.given() && api::is_device_pointer(args.q.data)) {
+    return Status::unsupported(
+        "q: a ragged batch on the GPU runs through the batch plan; this call runs the CPU engines");
+  }
+  if (options.engine == Engine::cuda) {
+    return Status::unsupported("engine: the ragged call runs the CPU engines");
+  }
+  std::vector<core::SequenceArgs> sequences;
+  if (Status st = core::split_ragged(args, &sequences); !st) return st;
+  // Every sequence is validated before any is run: on error nothing is written.
+  std::vector<core::Problem> problems(sequences.size());
+  std::vector<core::SplitParams> splits(sequences.size());
+  api::EngineKind kind = api::EngineKind::cpu_fast;
+  for (size_t n = 0; n < sequences.size(); ++n) {
+    if (Status st = core::validate_problem(sequences[n].args, &problems[n]); !st) {
+      return st.prefixed("sequence " + std::to_string(sequences[n].b) + ": ");
+    }
+    if (Status st = api::choose_engine(problems[n], options.engine, false, &kind); !st) return st;
+    splits[n] = api::split_params(problems[n], kind);
+  }
+  for (size_t n = 0; n < sequences.size(); ++n) {
+    if (kind == api::EngineKind::cpu_reference) {
+      cpu::run_reference(problems[n], splits[n]);
+    } else {
+      cpu::run_fast(problems[n], splits[n], options.threads);
+    }
   }
   return Status::ok();
 }
