@@ -6,12 +6,12 @@ results come back in the caller's framework. Invalid arguments raise ValueError 
 library's message, and nothing is written then.
 """
 
-from ._attention import (DecodePlan, SparseLayout, attention, combine, merge_states, plan,
+from ._attention import (BatchAttention, DecodePlan, SparseLayout, attention, combine, merge_states, plan,
                          ragged_attention)
 from ._mx import dequantize, quantize, quantize_keys, write_kv
 from . import _mxattn
 
-__all__ = ["attention", "ragged_attention", "combine", "merge_states", "plan", "DecodePlan", "SparseLayout", "quantize",
+__all__ = ["attention", "ragged_attention", "BatchAttention", "combine", "merge_states", "plan", "DecodePlan", "SparseLayout", "quantize",
            "dequantize", "quantize_keys", "write_kv", "cuda_available", "build_info", "__version__"]
 
 

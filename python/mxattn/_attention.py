@@ -230,6 +230,71 @@ def ragged_attention(q, k, v, query_start_loc, seq_lens, *, causal=None, prefix_
     return _arrays.to_framework_of(q, out), _arrays.to_framework_of(q, lse)
 
 
+class BatchAttention:
+    """Attention for a serving loop (spec §12): planned once for capacities, run for every layer
+    and step with that step's tensors and metadata, named as vLLM names them.
+
+    plan: max_sequences, max_query_rows, max_kv_len, and for paged caches page_size and
+    num_pages (0: dense caches [max_sequences, max_kv_len, Hkv, D]); heads_q, heads_kv, head_dim
+    (or head_dim_qk and head_dim_v); formats (q, k, v) as element type names ("bf16", "e4m3", ...;
+    one name for all three, or a triple), out_dtype, causal ("bottom_right" by default: a chunk's
+    last row sees its sequence's last key), window, scale, return_lse, split_kv. Runs on the CPU
+    engines in this version."""
+
+    def __init__(self, *, max_sequences, max_query_rows, max_kv_len, heads_q, heads_kv,
+                 head_dim=None, head_dim_qk=None, head_dim_v=None, page_size=0, num_pages=0,
+                 formats="bf16", out_dtype="bf16", causal="bottom_right", window=None,
+                 scale=None, return_lse=False, split_kv="auto", engine="auto"):
+        dim_qk = head_dim_qk if head_dim_qk is not None else head_dim
+        dim_v = head_dim_v if head_dim_v is not None else head_dim
+        if dim_qk is None or dim_v is None:
+            raise ValueError("head_dim (or head_dim_qk and head_dim_v) is required")
+        named = (formats,) * 3 if isinstance(formats, str) else tuple(formats)
+        if len(named) != 3:
+            raise ValueError(f"formats must be one name or a (q, k, v) triple, found {formats!r}")
+        self._formats = tuple(_mxattn.canonical_type(f) for f in named)
+        self._return_lse = bool(return_lse)
+        self._out_dtype = _mxattn.canonical_type(out_dtype)
+        self._plan = _mxattn.BatchPlan(
+            int(max_sequences), int(max_query_rows), int(max_kv_len), int(page_size),
+            int(num_pages), int(heads_q), int(heads_kv), int(dim_qk), int(dim_v), *self._formats,
+            self._out_dtype, "none" if causal is None else str(causal),
+            -1 if window is None else int(window), None if scale is None else float(scale),
+            self._return_lse, _split_kv_value(split_kv),
+            "cpu" if engine == "auto" else str(engine))
+
+    def run(self, q, k_cache, v_cache, query_start_loc, seq_lens, block_table=None, *,
+            q_scales=None, k_scales=None, v_scales=None, out=None):
+        """One layer of one step: q [total_q, Hq, Dqk] packed by sequence, the caches, and the
+        step's metadata (query_start_loc int32 [B + 1], seq_lens int32 [B], block_table int32
+        [B, pages per sequence]). Returns O [total_q, Hq, Dv] (and LSE [Hq, total_q] where the
+        plan asks)."""
+        mx = [f for f in self._formats if f not in ("f32", "f16", "bf16")]
+        call = _call(q, k_cache, v_cache, causal=None, prefix_offset=None,
+                     kv_len=_arrays.host_int32("seq_lens", seq_lens), window=None, scale=None,
+                     split_kv=1, sparse=None, block_table=block_table, q_scales=q_scales,
+                     k_scales=k_scales, v_scales=v_scales,
+                     formats=self._formats if mx else None, v_scale_axis="head_dim",
+                     k_mean=None, tile_m=0, tile_n=0, early_exit=False)
+        call.set_input("cu_seqlens_q", _arrays.host_int32("query_start_loc", query_start_loc),
+                       "i32")
+        shape = tuple(q.shape)
+        if out is None:
+            dim_v = int(v_cache.shape[-1])
+            if self._formats[2] not in ("f32", "f16", "bf16"):
+                dim_v = dim_v * 8 // _mxattn.element_bits(self._formats[2])  # packed bytes
+            out = _arrays.empty_like_framework(q, (shape[0], shape[1], dim_v), self._out_dtype)
+        call.set_output("o", *_arrays.transport("out", out))
+        lse = None
+        if self._return_lse:
+            lse = _arrays.empty_like_framework(q, (shape[1], shape[0]), "f32")
+            call.set_output("lse", *_arrays.transport("lse", lse))
+        self._plan.run(call)
+        if lse is None:
+            return _arrays.to_framework_of(q, out)
+        return _arrays.to_framework_of(q, out), _arrays.to_framework_of(q, lse)
+
+
 def plan(q, k, v, *, causal=None, prefix_offset=None, kv_len=None, window=None, split_kv=1,
          sparse=None, block_table=None, q_scales=None, k_scales=None, v_scales=None,
          formats=None, v_scale_axis="head_dim", tile_m=0, tile_n=0, engine="auto"):

@@ -11,6 +11,7 @@
 #include "core/plan.h"
 #include "core/problem.h"
 #include "decode_step.h"
+#include "mxattn/batch.h"
 #include "mxattn/build_info.h"
 #include "mxattn/combine.h"
 
@@ -88,6 +89,74 @@ nb::dict output_shapes(const CallArgs& call, const std::string& engine, bool par
   d["slots"] = core::partial_slots(p, split);
   return d;
 }
+
+// A batch plan (spec §12): planned once for capacities; each run takes a call's tensors and
+// metadata (cu_seqlens_q, seq_lens as kv_len, block_table).
+class BatchPlanHandle {
+ public:
+  BatchPlanHandle(int64_t max_sequences, int64_t max_query_rows, int64_t max_kv_len,
+                  int64_t page_size, int64_t num_pages, int64_t heads_q, int64_t heads_kv,
+                  int64_t dim_qk, int64_t dim_v, const std::string& q_type,
+                  const std::string& k_type, const std::string& v_type, const std::string& o_type,
+                  const std::string& causal, int64_t window, std::optional<float> scale, bool lse,
+                  int32_t split_kv, const std::string& engine) {
+    BatchShape s;
+    s.max_sequences = max_sequences;
+    s.max_query_rows = max_query_rows;
+    s.max_kv_len = max_kv_len;
+    s.page_size = page_size;
+    s.num_pages = num_pages;
+    s.heads_q = heads_q;
+    s.heads_kv = heads_kv;
+    s.dim_qk = dim_qk;
+    s.dim_v = dim_v;
+    s.q_type = parse_element_type("q", q_type);
+    s.k_type = parse_element_type("k", k_type);
+    s.v_type = parse_element_type("v", v_type);
+    s.o_type = parse_element_type("out_dtype", o_type);
+    if (causal == "none") {
+      s.causal = Causal::none;
+    } else if (causal == "bottom_right") {
+      s.causal = Causal::bottom_right;
+    } else if (causal == "top_left") {
+      s.causal = Causal::top_left;
+    } else {
+      throw nb::value_error(
+          ("causal must be None, 'bottom_right' or 'top_left', found '" + causal + "'").c_str());
+    }
+    s.window = window;
+    s.scale = scale;
+    s.lse = lse;
+    s.split.split_kv = split_kv;
+    raise_if_failed(
+        BatchPlan::plan(s, RunOptions{requested_engine(engine, Placement{}), 0, nullptr}, &plan_));
+  }
+
+  void run(const CallArgs& call) const {
+    const RaggedArgs a = call.ragged_args();
+    BatchRun r;
+    r.q = a.q;
+    r.q_scales = a.q_scales;
+    r.k = a.k;
+    r.v = a.v;
+    r.k_scales = a.k_scales;
+    r.v_scales = a.v_scales;
+    r.o = a.o;
+    r.lse = a.lse;
+    r.cu_seqlens_q = a.cu_seqlens_q;
+    r.seq_lens = a.seq_lens;
+    r.block_table = a.paged.block_table;
+    Status status;
+    {
+      nb::gil_scoped_release released;
+      status = plan_.run(r);
+    }
+    raise_if_failed(status);
+  }
+
+ private:
+  BatchPlan plan_;
+};
 
 // A ragged call (spec §10) on the CPU engines.
 void run_ragged(const CallArgs& call, const std::string& engine, int threads) {
@@ -274,6 +343,17 @@ void bind_attention(nb::module_& m) {
   m.def("output_shapes", &output_shapes, nb::arg("call"), nb::arg("engine"), nb::arg("partials"));
   m.def("run", &run, nb::arg("call"), nb::arg("engine"), nb::arg("threads"), nb::arg("stream"));
   m.def("split_plan", &split_plan, nb::arg("call"), nb::arg("engine"));
+  nb::class_<BatchPlanHandle>(m, "BatchPlan")
+      .def(nb::init<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
+                    const std::string&, const std::string&, const std::string&, const std::string&,
+                    const std::string&, int64_t, std::optional<float>, bool, int32_t,
+                    const std::string&>(),
+           nb::arg("max_sequences"), nb::arg("max_query_rows"), nb::arg("max_kv_len"),
+           nb::arg("page_size"), nb::arg("num_pages"), nb::arg("heads_q"), nb::arg("heads_kv"),
+           nb::arg("dim_qk"), nb::arg("dim_v"), nb::arg("q_type"), nb::arg("k_type"),
+           nb::arg("v_type"), nb::arg("o_type"), nb::arg("causal"), nb::arg("window"),
+           nb::arg("scale").none(), nb::arg("lse"), nb::arg("split_kv"), nb::arg("engine"))
+      .def("run", &BatchPlanHandle::run, nb::arg("call"));
   m.def("run_ragged", &run_ragged, nb::arg("call"), nb::arg("engine"), nb::arg("threads"));
   m.def("combine", &combine_partials, nb::arg("partial_o"), nb::arg("partial_o_type"),
         nb::arg("partial_lse"), nb::arg("counts"), nb::arg("o"), nb::arg("o_type"),

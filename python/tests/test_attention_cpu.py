@@ -223,3 +223,23 @@ def test_ragged_metadata_errors_name_the_argument(rng):
         mxattn.ragged_attention(q, k, k, [0, 3, 2], [16, 16])
     with pytest.raises(ValueError, match=r"sequence 1: kv_len\[0\] must be in \[0, 16\]"):
         mxattn.ragged_attention(q, k, k, [0, 3, 5], [16, 17])
+
+
+def test_batch_attention_plans_once_and_runs_steps(rng):
+    k = rng.standard_normal((8, 16, 2, 64), dtype=np.float32)
+    v = rng.standard_normal((8, 16, 2, 64), dtype=np.float32)
+    step = mxattn.BatchAttention(max_sequences=3, max_query_rows=12, max_kv_len=64, page_size=16,
+                                 num_pages=8, heads_q=4, heads_kv=2, head_dim=64, formats="f32",
+                                 out_dtype="f32", return_lse=True)
+    table = np.array([[3, 1, 0, 2], [7, 6, 5, 4]], np.int32)
+    for lens, q_lens in (([10, 40], [1, 5]), ([11, 41], [1, 1])):
+        starts = np.concatenate([[0], np.cumsum(q_lens)]).astype(np.int32)
+        q = rng.standard_normal((int(starts[-1]), 4, 64), dtype=np.float32)
+        o, lse = step.run(q, k, v, starts, lens, table)
+        want, want_lse = mxattn.ragged_attention(q, k, v, starts, lens, block_table=table,
+                                                 causal="bottom_right", split_kv="auto",
+                                                 return_lse=True)
+        np.testing.assert_array_equal(o, want)
+        np.testing.assert_array_equal(lse, want_lse)
+    with pytest.raises(ValueError, match=r"seq_lens\[1\] = 70 is past the plan's max_kv_len"):
+        step.run(q, k, v, starts, [11, 70], table)
